@@ -1,0 +1,97 @@
+# torch_accinte — every entry point of the repository. `make help` lists them.
+
+PYTHON ?= python3
+BUILD := build
+CMAKE_DIR := $(BUILD)/cmake
+DOCS_DIR := $(BUILD)/docs
+JOBS ?= 2
+export CCACHE_DIR ?= $(CURDIR)/$(BUILD)/ccache
+
+# Chapter directories are discovered: chapters/NN_name -> stage NN.
+CHAPTER_DIRS := $(sort $(patsubst %/CMakeLists.txt,%,$(wildcard chapters/[0-9][0-9]_*/CMakeLists.txt)))
+STAGES := $(foreach dir,$(CHAPTER_DIRS),$(firstword $(subst _, ,$(notdir $(dir)))))
+FINAL_STAGE := $(lastword $(STAGES))
+STAGE ?= $(FINAL_STAGE)
+
+# Tests of chapter NN live in tests/chNN_*; those of chapters <= STAGE run
+# against stage STAGE.
+chapter_tests = $(wildcard tests/ch$(1)_*)
+tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $(1)))),$(call chapter_tests,$(n))))
+PYTEST := $(PYTHON) -m pytest -q
+
+.PHONY: help deps configure build stage test-stage test-emulator \
+        test-emulator-sanitized docs docs-check outputs outputs-check \
+        format-check install demo test clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  make %-24s %s\n", $$1, $$2}'
+	@echo "  Stages: $(STAGES) (final: $(FINAL_STAGE)); pick one with STAGE=NN"
+
+deps: $(BUILD)/.deps ## Install missing Debian and pinned pip packages
+$(BUILD)/.deps: tools/install_deps.sh requirements/build.txt requirements/test.txt requirements/docs.txt
+	PYTHON=$(PYTHON) tools/install_deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+configure: deps
+	cmake -S . -B $(CMAKE_DIR) -G Ninja -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
+
+build: configure ## Build the emulator and every stage
+	cmake --build $(CMAKE_DIR) -j $(JOBS)
+
+stage: configure ## Build stage STAGE into build/stageNN/python
+	cmake --build $(CMAKE_DIR) -j $(JOBS) --target stage$(STAGE)
+	@echo "stage $(STAGE): PYTHONPATH=$(BUILD)/stage$(STAGE)/python"
+
+test-stage: stage ## Run the tests of chapters 01..STAGE against stage STAGE
+	PYTHONPATH=$(BUILD)/stage$(STAGE)/python $(PYTEST) $(call tests_up_to,$(STAGE))
+
+test-emulator: ## Build the emulator alone (no PyTorch) and run its gtests
+	cmake -S common -B $(BUILD)/emulator -G Ninja >/dev/null
+	cmake --build $(BUILD)/emulator -j $(JOBS)
+	ctest --test-dir $(BUILD)/emulator --output-on-failure -j $(JOBS)
+
+test-emulator-sanitized: ## The emulator gtests under ASan + UBSan
+	cmake -S common -B $(BUILD)/emulator-asan -G Ninja -DACCINTE_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD)/emulator-asan -j $(JOBS)
+	ctest --test-dir $(BUILD)/emulator-asan --output-on-failure -j $(JOBS)
+
+outputs: build ## Regenerate the example outputs the guide shows
+	$(PYTHON) tools/generate_outputs.py
+
+outputs-check: build
+	$(PYTHON) tools/generate_outputs.py --check
+
+docs: deps ## Build the HTML guide (warnings are errors)
+	$(PYTHON) tools/check_tags.py
+	mkdir -p $(DOCS_DIR)
+	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile
+	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile.chapters
+	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -b html . $(DOCS_DIR)/html
+	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/docs/index.html"
+
+docs-check: ## Tag checker (and its self-test) and clang-format check
+	$(PYTHON) tools/check_tags.py --self-test
+	$(PYTHON) tools/check_tags.py
+	tools/check_format.sh
+
+install: build ## pip install the final backend (torch_accinte)
+	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
+
+demo: deps install ## Install everything, run the quickstart, build the guide
+	cd examples && $(PYTHON) quickstart.py
+	$(MAKE) --no-print-directory docs
+
+# Each stage's own chapter tests run against that stage alone (proving the
+# chapter needs nothing later), then all tests run against the final stage.
+test: deps docs-check test-emulator test-emulator-sanitized build outputs-check ## Everything CI runs
+	@set -e; for n in $(STAGES); do \
+	  echo "== chapter $$n tests against stage $$n"; \
+	  PYTHONPATH=$(BUILD)/stage$$n/python $(PYTEST) tests/ch$${n}_*; \
+	done
+	@echo "== all tests against the final stage $(FINAL_STAGE)"
+	PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
+	$(MAKE) --no-print-directory docs
+
+clean: ## Remove build/
+	rm -rf $(BUILD)

@@ -1,0 +1,363 @@
+#include <01_minimal_ops/csrc/exception.h>
+#include <01_minimal_ops/csrc/extensions.h>
+#include <01_minimal_ops/csrc/kernel.h>
+#include <01_minimal_ops/csrc/runtime.h>
+#include <01_minimal_ops/csrc/storage.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+
+namespace accinte {
+
+at::Tensor KernelTensor::cpuView() const {
+  return at::from_blob(data_, sizes_, strides_,
+                       at::TensorOptions().dtype(dtype_).device(at::kCPU));
+}
+
+void synchronizeCurrentStream(c10::DeviceIndex device) {
+  ACCINTE_CHECK(accinteStreamSynchronize(nativeStream(currentStream(device))));
+}
+
+namespace {
+
+constexpr c10::DeviceType kAccinte = c10::DeviceType::PrivateUse1;
+const c10::DispatchKeySet kAccinteKeys{c10::DispatchKey::PrivateUse1};
+
+/** The device index a factory function targets: explicit or current. */
+c10::Device resolveDevice(std::optional<c10::Device> device) {
+  const c10::DeviceIndex index = device.has_value() && device->has_index()
+                                     ? device->index()
+                                     : currentDevice();
+  checkDeviceIndex(index);
+  return c10::Device(kAccinte, index);
+}
+
+void checkFactoryOptions(std::optional<c10::Layout> layout,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "accinte supports only strided tensors, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "accinte: only CPU tensors can be pinned (pin_memory=True)");
+}
+
+// LITERALINCLUDE START: CH01_EMPTY
+at::Tensor empty_memory_format(
+    c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+    std::optional<bool> pin_memory,
+    std::optional<c10::MemoryFormat> memory_format) {
+  checkFactoryOptions(layout, pin_memory);
+  // NB: the guard makes the allocator, which allocates on the current
+  // device, allocate on the requested one.
+  const c10::DeviceGuard guard(resolveDevice(device));
+  return at::detail::empty_generic(size, c10::GetAllocator(kAccinte),
+                                   kAccinteKeys,
+                                   c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+// LITERALINCLUDE END: CH01_EMPTY
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  checkFactoryOptions(layout, pin_memory);
+  const c10::DeviceGuard guard(resolveDevice(device));
+  return at::detail::empty_strided_generic(size, stride,
+                                           c10::GetAllocator(kAccinte),
+                                           kAccinteKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// NB: views only reinterpret metadata; ATen's device-independent helpers do
+// exactly that, so the backend reuses them.
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size,
+                      c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size,
+                         c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+/** Moves bytes through the emulator on the current stream of `device`. */
+void copyBytes(void* dst, const void* src, size_t nbytes,
+               accinteMemcpyKind kind, c10::DeviceIndex device,
+               bool synchronize) {
+  const accinteStream_t stream = nativeStream(currentStream(device));
+  ACCINTE_CHECK(accinteMemcpyAsync(dst, src, nbytes, kind, stream));
+  if (synchronize) {
+    ACCINTE_CHECK(accinteStreamSynchronize(stream));
+  }
+}
+
+bool isPinned(const void* data) {
+  int pinned = 0;
+  return accinteHostIsPinned(data, &pinned) == accinteSuccess && pinned != 0;
+}
+
+/** True when the bytes of `src` can be copied to `dst` as one block. */
+bool sameDenseLayout(const at::Tensor& src, const at::Tensor& dst) {
+  return src.scalar_type() == dst.scalar_type() &&
+         src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
+         src.is_non_overlapping_and_dense();
+}
+
+size_t denseBytes(const at::Tensor& tensor) {
+  return static_cast<size_t>(tensor.numel()) * tensor.element_size();
+}
+
+// LITERALINCLUDE START: CH01_COPY_H2D
+void copyHostToDevice(const at::Tensor& src, const at::Tensor& dst,
+                      bool non_blocking) {
+  const c10::DeviceIndex device = dst.device().index();
+  const c10::DeviceGuard guard(dst.device());
+  if (sameDenseLayout(src, dst)) {
+    // NB: only pinned memory may be read after the call returns; pageable
+    // memory could be freed or reused by the caller at any moment.
+    const bool asynchronous = non_blocking && isPinned(src.data_ptr());
+    copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
+              accinteMemcpyHostToDevice, device, !asynchronous);
+    return;
+  }
+  // Any other layout or dtype: a kernel writes the (converted, broadcast)
+  // host values into dst's strided device memory.
+  const at::Tensor staging = non_blocking ? src.clone() : src;
+  const KernelTensor target(dst);
+  launchOnCurrentStream(device, {target.buffer()}, [target, staging] {
+    target.cpuView().copy_(staging);
+  });
+  if (!non_blocking) {
+    synchronizeCurrentStream(device);
+  }
+}
+// LITERALINCLUDE END: CH01_COPY_H2D
+
+// LITERALINCLUDE START: CH01_COPY_D2H
+void copyDeviceToHost(const at::Tensor& src, const at::Tensor& dst,
+                      bool non_blocking) {
+  const c10::DeviceIndex device = src.device().index();
+  const c10::DeviceGuard guard(src.device());
+  if (sameDenseLayout(src, dst)) {
+    const bool asynchronous = non_blocking && isPinned(dst.data_ptr());
+    copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
+              accinteMemcpyDeviceToHost, device, !asynchronous);
+    return;
+  }
+  // A kernel gathers src's strided device memory into a dense host buffer;
+  // the CPU then converts it into dst's dtype and layout.
+  const at::Tensor staging =
+      at::empty(src.sizes(), src.options().device(at::kCPU));
+  const KernelTensor source(src);
+  const KernelTensor gathered(staging);
+  launchOnCurrentStream(device, {source.buffer()}, [source, gathered] {
+    gathered.cpuView().copy_(source.cpuView());
+  });
+  synchronizeCurrentStream(device);
+  dst.copy_(staging);
+}
+// LITERALINCLUDE END: CH01_COPY_D2H
+
+void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst,
+                        bool non_blocking) {
+  const c10::DeviceIndex device = dst.device().index();
+  if (src.device() == dst.device()) {
+    const c10::DeviceGuard guard(dst.device());
+    // NB: as on CUDA, a copy within one device is ordered by the stream and
+    // does not make the host wait, whatever non_blocking says.
+    if (sameDenseLayout(src, dst)) {
+      copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
+                accinteMemcpyDeviceToDevice, device, /*synchronize=*/false);
+      return;
+    }
+    const KernelTensor source(src);
+    const KernelTensor target(dst);
+    launchOnCurrentStream(device, {source.buffer(), target.buffer()},
+                          [source, target] {
+                            target.cpuView().copy_(source.cpuView());
+                          });
+    return;
+  }
+  // Across devices. NB: the copy runs on the destination's current stream,
+  // so the source's current stream is drained first, and the copy is waited
+  // for, so later work on the source device cannot overwrite what is read.
+  synchronizeCurrentStream(src.device().index());
+  if (sameDenseLayout(src, dst)) {
+    const c10::DeviceGuard guard(dst.device());
+    copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
+              accinteMemcpyDeviceToDevice, device, /*synchronize=*/true);
+    return;
+  }
+  const at::Tensor staging =
+      at::empty(src.sizes(), src.options().device(at::kCPU));
+  copyDeviceToHost(src, staging, /*non_blocking=*/false);
+  copyHostToDevice(staging, dst, /*non_blocking=*/false);
+}
+
+// LITERALINCLUDE START: CH01_COPY_FROM
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool non_blocking) {
+  TORCH_CHECK(self.is_cpu() || self.is_privateuseone(),
+              "accinte can copy only from CPU or accinte tensors, got ",
+              self.device());
+  TORCH_CHECK(dst.is_cpu() || dst.is_privateuseone(),
+              "accinte can copy only to CPU or accinte tensors, got ",
+              dst.device());
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  if (self.is_cpu()) {
+    copyHostToDevice(self, dst, non_blocking);
+  } else if (dst.is_cpu()) {
+    copyDeviceToHost(self, dst, non_blocking);
+  } else {
+    copyDeviceToDevice(self, dst, non_blocking);
+  }
+  return dst;
+}
+// LITERALINCLUDE END: CH01_COPY_FROM
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  const at::Tensor host =
+      at::empty(self.sizes(), self.options().device(at::kCPU));
+  copyDeviceToHost(self, host, /*non_blocking=*/false);
+  return host.item();
+}
+
+void growStorageIfNeeded(const at::Tensor& self) {
+  const size_t needed = at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.dtype().itemsize(),
+      self.storage_offset());
+  if (needed > self.storage().nbytes()) {
+    resizeStorageBytes(self.storage(), needed);
+  }
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "resize_: unsupported memory format ", *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  growStorageIfNeeded(self);
+  return self;
+}
+
+// LITERALINCLUDE START: CH01_SET_STORAGE
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source,
+                                      int64_t storage_offset,
+                                      c10::IntArrayRef size,
+                                      c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), storage_offset, size,
+                              stride);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_offset(storage_offset);
+  if (stride.data() != nullptr) {
+    impl->set_sizes_and_strides(size, stride);
+  } else {
+    impl->set_sizes_contiguous(size);
+  }
+  growStorageIfNeeded(self);
+  return self;
+}
+// LITERALINCLUDE END: CH01_SET_STORAGE
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t itemsize = static_cast<int64_t>(self.dtype().itemsize());
+  const int64_t numel = static_cast<int64_t>(source.nbytes()) / itemsize;
+  return set_source_storage_offset(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_source_storage_offset(self, source.storage(),
+                                   source.storage_offset(), source.sizes(),
+                                   source.strides());
+}
+
+// LITERALINCLUDE START: CH01_REGISTER_OPS
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Storage_storage_offset",
+         TORCH_FN(set_source_storage_offset));
+}
+// LITERALINCLUDE END: CH01_REGISTER_OPS
+
+// LITERALINCLUDE START: CH01_FALLBACK_HOOK
+/**
+ * Every operator without an accinte kernel lands here. Chapter 01 has no way
+ * to run it, so unless a later chapter installed a fallback kernel, the user
+ * learns which operator is missing and which chapter provides it.
+ */
+void missingKernelFallback(const c10::OperatorHandle& op,
+                           torch::jit::Stack* stack) {
+  if (BoxedKernel kernel = fallbackKernel()) {
+    kernel(op, stack);
+    return;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "accinte has no kernel for '", op.schema().operator_name(),
+      "'. Chapter 01_minimal_ops implements only the operators every tensor "
+      "needs (creation, views, copies); chapter 02_fallback adds the CPU "
+      "fallback that runs every other ATen operator.");
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&missingKernelFallback>());
+}
+// LITERALINCLUDE END: CH01_FALLBACK_HOOK
+
+} // namespace
+
+void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
+  TORCH_CHECK(storage.resizable(),
+              "Trying to resize storage that is not resizable");
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  c10::Allocator* allocator = impl->allocator();
+  TORCH_CHECK(allocator != nullptr,
+              "accinte: cannot resize a storage without an allocator");
+  const c10::DeviceGuard guard(storage.device());
+  c10::DataPtr grown = allocator->allocate(nbytes);
+  const size_t kept = std::min(nbytes, impl->nbytes());
+  if (kept > 0) {
+    copyBytes(grown.get(), impl->data(), kept, accinteMemcpyDeviceToDevice,
+              storage.device().index(), /*synchronize=*/true);
+  }
+  impl->set_data_ptr_noswap(std::move(grown));
+  impl->set_nbytes(nbytes);
+}
+
+} // namespace accinte

@@ -1,0 +1,71 @@
+#pragma once
+
+/**
+ * @file
+ * Devices and streams of the accinte backend, on top of the emulator.
+ *
+ * This is the backend's own runtime layer: the device guard, the allocator,
+ * the operators and the Python bindings all reach the emulator through it, so
+ * the rules (valid device indices, which stream is current) live in one place.
+ */
+
+#include <accinte/export.h>
+#include <accinte/runtime.h>
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+namespace accinte {
+
+/** The largest device count the emulator accepts (`ACCINTE_DEVICE_COUNT`). */
+constexpr c10::DeviceIndex kMaxDevices = 16;
+
+/**
+ * Number of accinte devices. Raises a clear error when the emulator cannot
+ * start (a malformed `ACCINTE_DEVICE_COUNT` or `ACCINTE_DEVICE_MEMORY`).
+ */
+ACCINTE_EXPORT c10::DeviceIndex deviceCount();
+
+/** Number of accinte devices, or 0 when the emulator cannot start. */
+ACCINTE_EXPORT c10::DeviceIndex deviceCountOrZero() noexcept;
+
+/** Raises an error naming the valid range unless `index` is a device. */
+ACCINTE_EXPORT void checkDeviceIndex(c10::DeviceIndex index);
+
+/** The calling thread's current device. */
+ACCINTE_EXPORT c10::DeviceIndex currentDevice();
+
+/** Makes `index` the calling thread's current device (checked). */
+ACCINTE_EXPORT void setDevice(c10::DeviceIndex index);
+
+/** Sets the current device and returns the previous one. */
+ACCINTE_EXPORT c10::DeviceIndex exchangeDevice(c10::DeviceIndex index);
+
+/** Blocks until all work on every stream of `index` has finished. */
+ACCINTE_EXPORT void synchronizeDevice(c10::DeviceIndex index);
+
+/** The default stream of a device: stream id 0, always there. */
+ACCINTE_EXPORT c10::Stream defaultStream(c10::DeviceIndex index);
+
+/** The calling thread's current stream on a device (initially the default).
+ */
+ACCINTE_EXPORT c10::Stream currentStream(c10::DeviceIndex index);
+
+/** Makes `stream` current on its device for the calling thread and returns
+ * the stream that was current there. */
+ACCINTE_EXPORT c10::Stream exchangeStream(c10::Stream stream);
+
+/** Creates a new stream; lower `priority` runs first, as in CUDA. */
+ACCINTE_EXPORT c10::Stream newStream(c10::DeviceIndex index, int priority);
+
+/** A stream from a small per-device pool, handed out round robin. */
+ACCINTE_EXPORT c10::Stream streamFromPool(c10::DeviceIndex index,
+                                          bool high_priority);
+
+/** The emulator handle behind a `c10::Stream` of this backend. */
+ACCINTE_EXPORT accinteStream_t nativeStream(const c10::Stream& stream);
+
+/** The (clamped) priority of a stream. */
+ACCINTE_EXPORT int streamPriority(const c10::Stream& stream);
+
+} // namespace accinte

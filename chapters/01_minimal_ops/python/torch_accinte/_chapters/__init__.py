@@ -1,0 +1,1 @@
+"""Plug-ins of chapters 02 and later, imported by ``torch_accinte``."""

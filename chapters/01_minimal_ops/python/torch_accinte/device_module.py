@@ -1,0 +1,254 @@
+"""``torch.accinte``: the device module, modelled on ``torch.cuda``.
+
+PyTorch looks some of these functions up by name (``is_available``,
+``device_count``, ``current_device``, ``_lazy_init``, ``_is_in_bad_fork``),
+and device-agnostic code calls the rest exactly as it would call
+``torch.cuda``.
+"""
+
+import threading
+from typing import Any, Optional, Union
+
+import torch
+from torch_accinte import _C
+
+__all__ = [
+    "Event",
+    "Stream",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "init",
+    "is_available",
+    "is_initialized",
+    "set_device",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
+
+_DeviceLike = Union[int, str, torch.device, None]
+
+_initialized = False
+_initialization_lock = threading.Lock()
+
+
+def _extend(**functions: Any) -> None:
+    """Adds a later chapter's public functions to ``torch.accinte``.
+
+    The extension point for chapters 05-08 (autocast dtypes, memory
+    statistics, random number generation): each adds its functions from its
+    plug-in module, so this file never changes.
+    """
+    for name, function in functions.items():
+        if name in globals():
+            raise RuntimeError(f"torch.accinte.{name} is already defined")
+        globals()[name] = function
+        if not name.startswith("_"):
+            __all__.append(name)
+
+
+def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
+    """Index of ``device`` (an int, ``"accinte:N"`` or a ``torch.device``).
+
+    ``None`` and an index-less ``"accinte"`` mean the current device.
+    """
+    if device is None:
+        if not optional:
+            raise ValueError("Expected an accinte device, got None")
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "accinte":
+        raise ValueError(f"Expected an accinte device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+# LITERALINCLUDE START: CH01_PY_LAZY_INIT
+def _is_in_bad_fork() -> bool:
+    """True in a child process forked after the device was initialized."""
+    return _C._is_in_bad_fork()
+
+
+def is_initialized() -> bool:
+    """Whether the device is initialized in this process."""
+    return _initialized and not _is_in_bad_fork()
+
+
+def _lazy_init() -> None:
+    """Initializes the device once; PyTorch calls this before first use."""
+    global _initialized
+    if is_initialized():
+        return
+    with _initialization_lock:
+        if is_initialized():
+            return
+        if _is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize accinte in a forked subprocess: the "
+                "parent initialized the device before fork(). To use accinte "
+                "with multiprocessing, use the 'spawn' start method."
+            )
+        _C._init()
+        _initialized = True
+# LITERALINCLUDE END: CH01_PY_LAZY_INIT
+
+
+def init() -> None:
+    """Initializes the device explicitly (as ``torch.cuda.init``)."""
+    _lazy_init()
+
+
+def is_available() -> bool:
+    """Whether at least one accinte device can be used."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """Number of accinte devices (``ACCINTE_DEVICE_COUNT``)."""
+    if _is_in_bad_fork():
+        return 0
+    return _C._get_device_count()
+
+
+def current_device() -> int:
+    """Index of the calling thread's current device."""
+    _lazy_init()
+    return _C._get_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    """Makes ``device`` the calling thread's current device."""
+    index = _get_device_index(device)
+    _lazy_init()
+    _C._set_device(index)
+
+
+class device:
+    """Context manager that makes ``device`` current, then restores.
+
+    ``None`` or a negative index leave the current device unchanged.
+    """
+
+    def __init__(self, device: _DeviceLike):
+        self.index = -1 if device is None else _get_device_index(device)
+        self.previous = -1
+
+    def __enter__(self):
+        if self.index >= 0:
+            _lazy_init()
+            self.previous = _C._exchange_device(self.index)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.previous >= 0 and self.previous != self.index:
+            _C._set_device(self.previous)
+        return False
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    """Waits for all work on every stream of ``device``."""
+    _lazy_init()
+    _C._synchronize(_get_device_index(device))
+
+
+class _DeviceProperties:
+    """Properties of one device, as ``torch.cuda.get_device_properties``."""
+
+    def __init__(self, properties: dict):
+        self.name = properties["name"]
+        self.total_memory = properties["total_memory"]
+        self.major = properties["major"]
+        self.minor = properties["minor"]
+        self.multi_processor_count = properties["multi_processor_count"]
+
+    def __repr__(self) -> str:
+        return (
+            f"_AccinteDeviceProperties(name='{self.name}', "
+            f"major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def get_device_properties(device: _DeviceLike = None) -> _DeviceProperties:
+    """Properties (name, total memory, ...) of ``device``."""
+    _lazy_init()
+    return _DeviceProperties(_C._get_device_properties(_get_device_index(device)))
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    """Name of ``device``."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple:
+    """(major, minor) capability of ``device``."""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def Stream(device: _DeviceLike = None, priority: int = 0) -> torch.Stream:
+    """A new stream on ``device``; lower priority numbers run first."""
+    _lazy_init()
+    return torch.Stream(
+        device=torch.device("accinte", _get_device_index(device)), priority=priority
+    )
+
+
+def Event(enable_timing: bool = False, blocking: bool = False) -> torch.Event:
+    """A new event on the current device."""
+    _lazy_init()
+    return torch.Event(
+        device=torch.device("accinte", current_device()),
+        enable_timing=enable_timing,
+        blocking=blocking,
+    )
+
+
+def current_stream(device: _DeviceLike = None) -> torch.Stream:
+    """The calling thread's current stream on ``device``."""
+    _lazy_init()
+    return torch.accelerator.current_stream(_get_device_index(device))
+
+
+def default_stream(device: _DeviceLike = None) -> torch.Stream:
+    """The default stream of ``device`` (stream id 0)."""
+    _lazy_init()
+    stream_id, device_index, device_type = _C._get_default_stream(
+        _get_device_index(device)
+    )
+    return torch.Stream(
+        stream_id=stream_id, device_index=device_index, device_type=device_type
+    )
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes ``stream`` current on its device for the calling thread."""
+    _lazy_init()
+    torch.accelerator.set_stream(stream)
+
+
+class stream:
+    """Context manager that makes ``stream`` current, then restores."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.previous: Optional[torch.Stream] = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device_index)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc_info):
+        if self.previous is not None:
+            set_stream(self.previous)
+        return False

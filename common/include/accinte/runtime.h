@@ -1,0 +1,368 @@
+#pragma once
+
+/**
+ * @file
+ * The AccInte runtime: the C API of the emulated accelerator.
+ *
+ * The API follows the shape of the CUDA runtime so that the PyTorch
+ * integration built on top of it reads like the integration of a real
+ * device. Every function returns an ::accinteError_t; none aborts the process
+ * on bad input.
+ *
+ * Device memory returned by accinteMalloc() is *not* host memory the host may
+ * touch: its pages stay inaccessible except while a runtime copy or a kernel
+ * launched with accinteLaunchKernel() is using them, so a stray host
+ * dereference faults as it would on a real device.
+ *
+ * Configuration, read once at first use:
+ * - `ACCINTE_DEVICE_COUNT`: number of devices, 1 to 16 (default 2).
+ * - `ACCINTE_DEVICE_MEMORY`: capacity of each device in bytes, with an
+ *   optional `K`, `M` or `G` suffix (default `8G`).
+ *
+ * A bad value makes every call that needs the devices return
+ * ::accinteErrorInitialization.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <accinte/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Error codes returned by every runtime function. */
+typedef enum accinteError {
+  /** The call succeeded. */
+  accinteSuccess = 0,
+  /** An argument is out of range or a required pointer is null. */
+  accinteErrorInvalidValue = 1,
+  /** The device has not enough free memory for the request. */
+  accinteErrorMemoryAllocation = 2,
+  /** `ACCINTE_DEVICE_COUNT` or `ACCINTE_DEVICE_MEMORY` is malformed. */
+  accinteErrorInitialization = 3,
+  /** A device index is outside `[0, device count)`. */
+  accinteErrorInvalidDevice = 4,
+  /** A pointer is not (or no longer) a live device allocation. */
+  accinteErrorInvalidDevicePointer = 5,
+  /** A copy kind does not match the pointers it was given. */
+  accinteErrorInvalidMemcpyDirection = 6,
+  /** A stream or event handle is null where forbidden, unknown or destroyed.
+   */
+  accinteErrorInvalidResourceHandle = 7,
+  /** Work enqueued on a stream or before an event has not finished yet. */
+  accinteErrorNotReady = 8,
+  /** A kernel enqueued on the stream reported a failure. */
+  accinteErrorLaunchFailure = 9,
+  /** A copy range runs past the end of the allocation it starts in. */
+  accinteErrorInvalidMemoryRange = 10,
+  /** Pinned host memory could not be allocated. */
+  accinteErrorHostMemoryAllocation = 11,
+  /** Elapsed time asked of an event created without timing. */
+  accinteErrorTimingDisabled = 12,
+  /** Elapsed time or synchronisation asked of an event never recorded. */
+  accinteErrorEventNotRecorded = 13,
+  /** A pointer is not (or no longer) live pinned host memory. */
+  accinteErrorInvalidHostPointer = 14,
+  /** The runtime was initialised in a parent process before fork(); its
+   * worker threads do not exist in this child. */
+  accinteErrorForkedChild = 15,
+} accinteError_t;
+
+/** Direction of a copy, checked against the pointers. */
+typedef enum accinteMemcpyKind {
+  accinteMemcpyHostToHost = 0,
+  accinteMemcpyHostToDevice = 1,
+  accinteMemcpyDeviceToHost = 2,
+  /** Same device or across two devices. */
+  accinteMemcpyDeviceToDevice = 3,
+  /** Infer the direction from the pointers. */
+  accinteMemcpyDefault = 4,
+} accinteMemcpyKind;
+
+/** What a pointer points into, as told by accintePointerGetAttributes(). */
+typedef enum accinteMemoryType {
+  /** Ordinary host memory the runtime knows nothing about. */
+  accinteMemoryTypeUnregistered = 0,
+  /** Pinned host memory from accinteMallocHost(). */
+  accinteMemoryTypeHost = 1,
+  /** Device memory from accinteMalloc(). */
+  accinteMemoryTypeDevice = 2,
+} accinteMemoryType;
+
+/** Attributes of a pointer, which may point anywhere inside an allocation. */
+typedef struct accintePointerAttributes {
+  /** Kind of memory the pointer points into. */
+  accinteMemoryType type;
+  /** Device owning the allocation, or -1 for host memory. */
+  int device;
+  /** Start of the allocation, or NULL for unregistered memory. */
+  void* base;
+  /** Size in bytes requested for the allocation, or 0. */
+  size_t size;
+} accintePointerAttributes;
+
+/** Static properties of a device. */
+typedef struct accinteDeviceProp {
+  /** Human-readable name, NUL-terminated. */
+  char name[64];
+  /** Capacity of the device memory in bytes (`ACCINTE_DEVICE_MEMORY`). */
+  size_t totalGlobalMem;
+  /** Compute capability, major part. */
+  int major;
+  /** Compute capability, minor part. */
+  int minor;
+  /** Number of host cores the emulator may use to run kernels. */
+  int multiProcessorCount;
+} accinteDeviceProp;
+
+/** Opaque handle of a stream: an in-order queue of work on one device. */
+typedef struct accinteStream* accinteStream_t;
+
+/** Opaque handle of an event: a marker recorded into a stream. */
+typedef struct accinteEvent* accinteEvent_t;
+
+/** Flags for accinteEventCreateWithFlags(). */
+enum {
+  /** Default: the event records the time it completes. */
+  accinteEventDefault = 0,
+  /** The event does not record time (cheaper, as in CUDA). */
+  accinteEventDisableTiming = 1,
+};
+
+/**
+ * A kernel: host code run by a stream's worker thread while the device memory
+ * named at launch is accessible.
+ *
+ * @param args the pointer given to accinteLaunchKernel().
+ * @return ::accinteSuccess, or an error code that the next
+ *         accinteStreamSynchronize() or accinteStreamQuery() on that stream
+ *         reports as ::accinteErrorLaunchFailure.
+ */
+typedef accinteError_t (*accinteKernelFn)(void* args);
+
+/** Frees the `args` of a kernel once it has run (or failed to launch). */
+typedef void (*accinteArgsDeleter)(void* args);
+
+/* ------------------------------------------------------------------------ */
+/* Errors and version                                                       */
+/* ------------------------------------------------------------------------ */
+
+/** Returns the enumerator name of an error code, e.g. "accinteErrorInvalidValue".
+ * Never NULL; unknown codes give "accinteErrorUnknown". */
+ACCINTE_EXPORT const char* accinteGetErrorName(accinteError_t error);
+
+/** Returns a one-sentence description of an error code. Never NULL. */
+ACCINTE_EXPORT const char* accinteGetErrorString(accinteError_t error);
+
+/** Writes the runtime version as `1000 * major + 10 * minor`. */
+ACCINTE_EXPORT accinteError_t accinteRuntimeGetVersion(int* version);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Writes the number of devices (`ACCINTE_DEVICE_COUNT`). */
+ACCINTE_EXPORT accinteError_t accinteGetDeviceCount(int* count);
+
+/** Writes the calling host thread's current device (0 until set). */
+ACCINTE_EXPORT accinteError_t accinteGetDevice(int* device);
+
+/** Makes `device` the calling host thread's current device. */
+ACCINTE_EXPORT accinteError_t accinteSetDevice(int device);
+
+/** Fills `prop` with the properties of `device`. */
+ACCINTE_EXPORT accinteError_t
+accinteGetDeviceProperties(accinteDeviceProp* prop, int device);
+
+/** Blocks until all work on every stream of the current device has finished.
+ * Returns the first pending kernel failure among those streams, if any. */
+ACCINTE_EXPORT accinteError_t accinteDeviceSynchronize(void);
+
+/* ------------------------------------------------------------------------ */
+/* Device memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Allocates `size` bytes of device memory on the current device.
+ *
+ * A zero-byte request succeeds and writes NULL. A request past the free
+ * capacity returns ::accinteErrorMemoryAllocation and leaves the host's memory
+ * untouched. The memory is not accessible from the host.
+ */
+ACCINTE_EXPORT accinteError_t accinteMalloc(void** ptr, size_t size);
+
+/**
+ * Frees device memory from accinteMalloc(). NULL is a no-op.
+ *
+ * NB: like cudaFree, this first waits for all work on the owning device, so
+ * no enqueued kernel or copy can still be using the memory.
+ * An unknown or already freed pointer, or a pointer inside (not at the start
+ * of) an allocation, returns ::accinteErrorInvalidDevicePointer.
+ */
+ACCINTE_EXPORT accinteError_t accinteFree(void* ptr);
+
+/** Writes the free and total device memory of the current device in bytes. */
+ACCINTE_EXPORT accinteError_t accinteMemGetInfo(size_t* free, size_t* total);
+
+/** Describes what `ptr` points into; any pointer is accepted. */
+ACCINTE_EXPORT accinteError_t
+accintePointerGetAttributes(accintePointerAttributes* attributes,
+                            const void* ptr);
+
+/* ------------------------------------------------------------------------ */
+/* Pinned host memory                                                       */
+/* ------------------------------------------------------------------------ */
+
+/** Allocates `size` bytes of page-locked host memory. Zero bytes writes NULL.
+ */
+ACCINTE_EXPORT accinteError_t accinteMallocHost(void** ptr, size_t size);
+
+/** Frees memory from accinteMallocHost(). NULL is a no-op; anything else
+ * unknown returns ::accinteErrorInvalidHostPointer. */
+ACCINTE_EXPORT accinteError_t accinteFreeHost(void* ptr);
+
+/** Writes 1 if `ptr` points anywhere inside live pinned host memory, else 0. */
+ACCINTE_EXPORT accinteError_t accinteHostIsPinned(const void* ptr,
+                                                  int* is_pinned);
+
+/* ------------------------------------------------------------------------ */
+/* Copies                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Copies `count` bytes and returns once the copy is done.
+ *
+ * The copy is ordered after all work already enqueued on the default stream
+ * of the device involved (the destination's for a device-to-device copy).
+ * The kind is checked against the pointers, and a device range must lie
+ * inside one live allocation.
+ */
+ACCINTE_EXPORT accinteError_t accinteMemcpy(void* dst, const void* src,
+                                            size_t count,
+                                            accinteMemcpyKind kind);
+
+/**
+ * Enqueues a copy of `count` bytes on `stream` (NULL: the current device's
+ * default stream) and returns at once. Checks are done at enqueue time. The
+ * host memory must stay valid until the copy has run.
+ */
+ACCINTE_EXPORT accinteError_t accinteMemcpyAsync(void* dst, const void* src,
+                                                 size_t count,
+                                                 accinteMemcpyKind kind,
+                                                 accinteStream_t stream);
+
+/** Enqueues filling `count` bytes of device memory with the byte `value`. */
+ACCINTE_EXPORT accinteError_t accinteMemsetAsync(void* dst, int value,
+                                                 size_t count,
+                                                 accinteStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Streams and kernels                                                      */
+/* ------------------------------------------------------------------------ */
+
+/** Writes the range of stream priorities; lower numbers run first, as in
+ * CUDA, so `greatest` <= `least`. */
+ACCINTE_EXPORT accinteError_t
+accinteDeviceGetStreamPriorityRange(int* least, int* greatest);
+
+/** Creates a stream with default priority on the current device. */
+ACCINTE_EXPORT accinteError_t accinteStreamCreate(accinteStream_t* stream);
+
+/** Creates a stream on the current device; priorities outside the range are
+ * clamped to it, as in CUDA. */
+ACCINTE_EXPORT accinteError_t
+accinteStreamCreateWithPriority(accinteStream_t* stream, int priority);
+
+/** Writes the default stream of `device`: it exists for the whole process. */
+ACCINTE_EXPORT accinteError_t accinteGetDefaultStream(int device,
+                                                      accinteStream_t* stream);
+
+/** Waits for the stream's work to finish, then destroys it. Default streams
+ * cannot be destroyed (::accinteErrorInvalidResourceHandle). */
+ACCINTE_EXPORT accinteError_t accinteStreamDestroy(accinteStream_t stream);
+
+/** Returns ::accinteSuccess when all work enqueued on the stream has
+ * finished, ::accinteErrorNotReady otherwise, or a pending kernel failure. */
+ACCINTE_EXPORT accinteError_t accinteStreamQuery(accinteStream_t stream);
+
+/** Blocks until all work enqueued on the stream has finished; returns (and
+ * clears) the first kernel failure since the last synchronize or query. */
+ACCINTE_EXPORT accinteError_t accinteStreamSynchronize(accinteStream_t stream);
+
+/** Makes all work enqueued on `stream` after this call wait until `event`'s
+ * most recent record has completed. Works across streams and devices. An
+ * event never recorded imposes no wait. */
+ACCINTE_EXPORT accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
+                                                     accinteEvent_t event);
+
+/** Writes the device the stream belongs to. */
+ACCINTE_EXPORT accinteError_t accinteStreamGetDevice(accinteStream_t stream,
+                                                     int* device);
+
+/** Writes the (clamped) priority of the stream. */
+ACCINTE_EXPORT accinteError_t accinteStreamGetPriority(accinteStream_t stream,
+                                                       int* priority);
+
+/**
+ * Enqueues a kernel on `stream` (NULL: the current device's default stream).
+ *
+ * When its turn comes, the stream's worker makes each of the `num_buffers`
+ * device allocations that `buffers` point into accessible, calls `fn(args)`,
+ * closes the allocations again (unless another kernel or copy still uses
+ * them) and finally calls `deleter(args)` if `deleter` is not NULL. The
+ * deleter is also called when the launch itself fails.
+ *
+ * Every buffer must point into a live allocation on the stream's device
+ * (::accinteErrorInvalidDevicePointer otherwise). A kernel must not call the
+ * runtime.
+ */
+ACCINTE_EXPORT accinteError_t accinteLaunchKernel(accinteStream_t stream,
+                                                  accinteKernelFn fn,
+                                                  void* args,
+                                                  accinteArgsDeleter deleter,
+                                                  const void* const* buffers,
+                                                  size_t num_buffers);
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Creates an event with timing on the current device. */
+ACCINTE_EXPORT accinteError_t accinteEventCreate(accinteEvent_t* event);
+
+/** Creates an event; `flags` is ::accinteEventDefault or
+ * ::accinteEventDisableTiming. */
+ACCINTE_EXPORT accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
+                                                          unsigned int flags);
+
+/** Destroys an event. Streams already waiting on it still complete. */
+ACCINTE_EXPORT accinteError_t accinteEventDestroy(accinteEvent_t event);
+
+/** Records the event on `stream` (NULL: current device's default stream): it
+ * completes when all work enqueued on the stream before it has finished. */
+ACCINTE_EXPORT accinteError_t accinteEventRecord(accinteEvent_t event,
+                                                 accinteStream_t stream);
+
+/** ::accinteSuccess if the most recent record has completed (or the event was
+ * never recorded), ::accinteErrorNotReady otherwise. */
+ACCINTE_EXPORT accinteError_t accinteEventQuery(accinteEvent_t event);
+
+/** Blocks until the most recent record has completed; an event never
+ * recorded returns at once with ::accinteSuccess. */
+ACCINTE_EXPORT accinteError_t accinteEventSynchronize(accinteEvent_t event);
+
+/**
+ * Writes the milliseconds between the completion of `start` and of `end`.
+ *
+ * Both events need timing (::accinteErrorTimingDisabled), a record
+ * (::accinteErrorEventNotRecorded) and completion (::accinteErrorNotReady).
+ */
+ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
+                                                      accinteEvent_t start,
+                                                      accinteEvent_t end);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif

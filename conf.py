@@ -1,0 +1,145 @@
+"""Sphinx configuration of the torch_accinte guide.
+
+The Sphinx source directory is the repository root, so that every chapter's
+``README.md`` is at the same time its GitHub page and its page in the guide.
+Everything that is not a page is excluded below.
+
+Build (from the repository root)::
+
+    mkdir -p build/docs
+    ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile
+    ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile.chapters
+    python -m sphinx -W --keep-going -n -b html . build/docs/html
+
+The C++ API reference comes from Doxygen's XML, read by Breathe. Doxygen writes
+it to ``$ACCINTE_DOCS_BUILD/doxygen/xml`` (emulator, docs/Doxyfile) and
+``$ACCINTE_DOCS_BUILD/doxygen-chapters/xml`` (chapters,
+docs/Doxyfile.chapters); this file looks for it in the same places, so all
+commands must see the same ``ACCINTE_DOCS_BUILD``.
+"""
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+# Where Doxygen's output lives. A relative path is relative to this file (the
+# repository root), the directory `doxygen docs/Doxyfile` is run from.
+_docs_build = Path(os.environ.get("ACCINTE_DOCS_BUILD", "build/docs"))
+if not _docs_build.is_absolute():
+    _docs_build = ROOT / _docs_build
+# Two Doxygen projects (see docs/Doxyfile for why): the emulator's C API and
+# the chapters' backend headers.
+DOXYGEN_XML = _docs_build / "doxygen" / "xml"
+DOXYGEN_CHAPTERS_XML = _docs_build / "doxygen-chapters" / "xml"
+
+# -- Project information ------------------------------------------------------
+
+project = "torch_accinte"
+author = "The torch_accinte authors"
+copyright = "the torch_accinte authors"
+release = "0.1"
+
+# -- General configuration ----------------------------------------------------
+
+extensions = [
+    "myst_parser",
+    "breathe",
+]
+
+root_doc = "docs/index"
+
+source_suffix = {
+    ".md": "markdown",
+    ".rst": "restructuredtext",
+}
+
+# Sources live in the repository root: list everything that is not a page.
+# Pages are docs/**/*.md and chapters/*/README.md.
+exclude_patterns = [
+    # Build output and tool state.
+    "build",
+    "build/**",
+    "**/build/**",
+    "**/output/**",
+    "**/_build/**",
+    ".git",
+    "**/.git/**",
+    ".venv",
+    "**/.venv/**",
+    "venv/**",
+    "**/__pycache__/**",
+    "**/*.egg-info/**",
+    "**/.pytest_cache/**",
+    ".github/**",
+    ".ci/**",
+    "shared/**",
+    # Code, not pages.
+    "common/**",
+    "tests/**",
+    "benchmarks/**",
+    "examples/**",
+    "tools/**",
+    "requirements/**",
+    # Inside a chapter only README.md is a page.
+    "chapters/*/csrc/**",
+    "chapters/*/python/**",
+    "chapters/*/tests/**",
+    # The repository's README.md is the GitHub landing page; the guide's
+    # landing page is docs/index.md.
+    "README.md",
+    "CONTRIBUTING.md",
+    "LICENSE*",
+]
+
+# Fail on references to anything that does not exist (the build runs with -n).
+nitpicky = True
+
+# Nitpicky mode reports every C++ name in a rendered declaration that no page
+# declares. Some names are meant to have no declaration here; they are ignored
+# by exact name (or, for PyTorch, by namespace). Anything else that fails to
+# resolve is a real problem and still fails the build.
+nitpick_ignore = [
+    # Opaque handle types of the emulator (`typedef struct accinteStream*
+    # accinteStream_t;`): the structs are deliberately never defined.
+    ("cpp:identifier", "accinteStream"),
+    ("cpp:identifier", "accinteEvent"),
+]
+# Standard C types and PyTorch's C++ API: documented elsewhere, and there is
+# no Sphinx inventory of PyTorch's C++ API to link to.
+nitpick_ignore_regex = [
+    ("cpp:identifier", r"(size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
+    ("cpp:identifier", r"(std|c10|at|torch|pybind11)(::.*)?"),
+]
+
+# -- MyST ---------------------------------------------------------------------
+
+myst_enable_extensions = [
+    "colon_fence",
+    "deflist",
+    "fieldlist",
+    "attrs_inline",
+]
+# Generate anchors for headings down to ### so pages can link to sections.
+myst_heading_anchors = 3
+
+# -- Breathe ------------------------------------------------------------------
+
+breathe_projects = {
+    "accinte": str(DOXYGEN_XML),
+    "torch_accinte": str(DOXYGEN_CHAPTERS_XML),
+}
+breathe_default_project = "accinte"
+# The "#include" line Breathe adds to each class links to the header's file
+# compound, which no page renders (chapters' names are rendered by namespace).
+breathe_show_include = False
+# Render the emulator's C headers in the C++ domain too, so that the chapters'
+# C++ declarations link to the emulator's types (accinteError_t, ...).
+breathe_domain_by_extension = {"h": "cpp"}
+breathe_default_members = ("members",)
+
+# -- HTML ---------------------------------------------------------------------
+
+html_theme = "furo"
+html_title = "torch_accinte: a PrivateUse1 backend, step by step"
+html_static_path = []

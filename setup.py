@@ -1,0 +1,83 @@
+"""Builds the final stage with CMake and installs it as ``torch_accinte``.
+
+``pip install --no-build-isolation .`` (the build must see the installed
+torch, so build isolation is off).
+"""
+
+import configparser
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+# NB: before anything imports torch: with an older torch_accinte installed,
+# autoload would otherwise load that stale copy while building the new one.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+from setuptools import Distribution, setup  # noqa: E402
+from setuptools.command.build_py import build_py  # noqa: E402
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+CMAKE_DIR = os.path.join(ROOT, "build", "cmake")
+
+
+def final_stage():
+    """The highest stage CMake configured (build/cmake/stages.txt)."""
+    with open(os.path.join(CMAKE_DIR, "stages.txt")) as stages:
+        return stages.read().split(";")[-1].strip()
+
+
+def stage_python_dir():
+    return os.path.join(ROOT, "build", f"stage{final_stage()}", "python")
+
+
+class BuildFinalStage(build_py):
+    """Configures and builds with CMake, then copies the final stage tree."""
+
+    def run(self):
+        subprocess.check_call(
+            ["cmake", "-S", ROOT, "-B", CMAKE_DIR, "-G", "Ninja",
+             f"-DPython3_EXECUTABLE={sys.executable}"]
+        )
+        subprocess.check_call(
+            ["cmake", "--build", CMAKE_DIR, "--target", f"stage{final_stage()}"]
+        )
+        source = os.path.join(stage_python_dir(), "torch_accinte")
+        target = os.path.join(self.build_lib, "torch_accinte")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(source, target, symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+
+
+class BinaryDistribution(Distribution):
+    """The package ships compiled libraries: its wheel is platform-specific."""
+
+    def has_ext_modules(self):
+        return True
+
+
+def entry_points():
+    """Entry points a chapter declares in its stage tree (chapter 06 adds the
+    ``torch.backends`` autoload entry point)."""
+    if not os.path.exists(os.path.join(CMAKE_DIR, "stages.txt")):
+        return {}
+    found = {}
+    pattern = os.path.join(stage_python_dir(), "*.dist-info", "entry_points.txt")
+    for path in glob.glob(pattern):
+        parser = configparser.ConfigParser()
+        parser.read(path)
+        for group in parser.sections():
+            found.setdefault(group, []).extend(
+                f"{name} = {value}" for name, value in parser.items(group)
+            )
+    return found
+
+
+setup(
+    packages=["torch_accinte"],
+    cmdclass={"build_py": BuildFinalStage},
+    distclass=BinaryDistribution,
+    entry_points=entry_points(),
+    zip_safe=False,
+)

@@ -1,0 +1,168 @@
+"""Chapter 01: tensors on accinte, and every copy direction, against CPU."""
+
+import pytest
+import torch
+import torch_accinte  # noqa: F401
+from conftest import only_before
+
+DTYPES = [
+    torch.float32, torch.float64, torch.float16, torch.bfloat16,
+    torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.uint8, torch.bool, torch.complex64,
+]
+SHAPES = [(), (0,), (3, 0, 2), (7,), (4, 5), (2, 3, 4, 5)]
+
+
+def sample(shape, dtype, seed=0):
+    """Deterministic values of any dtype, made on the CPU."""
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randn(shape, generator=generator, dtype=torch.float64) * 50
+    if dtype == torch.bool:
+        return values > 0
+    if dtype == torch.complex64:
+        return torch.complex(values, -values).to(dtype)
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        return values.clamp(info.min, info.max).to(dtype)
+    return values.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_round_trip(dtype, shape):
+    cpu = sample(shape, dtype)
+    on_device = cpu.to("accinte")
+    assert on_device.device == torch.device("accinte:0")
+    assert on_device.dtype == dtype and on_device.shape == cpu.shape
+    torch.testing.assert_close(on_device.cpu(), cpu)
+
+
+def test_large_tensor_round_trip():
+    cpu = sample((4096, 1024), torch.float32)
+    torch.testing.assert_close(cpu.to("accinte").cpu(), cpu)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_item(dtype):
+    cpu = sample((), dtype, seed=3)
+    assert cpu.to("accinte").item() == cpu.item()
+    assert cpu.reshape(1, 1).to("accinte").item() == cpu.item()
+
+
+@pytest.mark.parametrize(
+    "make_view",
+    [lambda t: t.t(), lambda t: t[::2, 1::3], lambda t: t[1], lambda t: t[:, 2],
+     lambda t: t.as_strided((3, 3), (1, 6), 2), lambda t: t.unsqueeze(0).expand(3, 6, 8)],
+    ids=["transpose", "step-slice", "select-row", "select-column", "as_strided", "expand"],
+)
+def test_strided_views_copy_both_ways(make_view):
+    cpu = sample((6, 8), torch.float32)
+    on_device = cpu.to("accinte")
+    # A view taken on the device reads the right elements ...
+    torch.testing.assert_close(make_view(on_device).cpu(), make_view(cpu))
+    # ... a non-contiguous CPU view copies to the device ...
+    torch.testing.assert_close(make_view(cpu).to("accinte").cpu(), make_view(cpu))
+
+
+def test_writing_into_device_views_keeps_the_gaps():
+    cpu = sample((6, 8), torch.float64)
+    on_device = cpu.to("accinte")
+    patch = torch.full((3, 3), 7.0, dtype=torch.float64)
+    on_device[::2, 1::3].copy_(patch)
+    cpu[::2, 1::3].copy_(patch)
+    torch.testing.assert_close(on_device.cpu(), cpu)
+    on_device.t()[2].copy_(torch.arange(6.0, dtype=torch.float64))
+    cpu.t()[2].copy_(torch.arange(6.0, dtype=torch.float64))
+    torch.testing.assert_close(on_device.cpu(), cpu)
+
+
+def test_copy_converts_dtypes_and_broadcasts():
+    target = torch.empty(3, 4, dtype=torch.float32, device="accinte")
+    target.copy_(torch.arange(4, dtype=torch.int64))
+    torch.testing.assert_close(target.cpu(), torch.arange(4.0).expand(3, 4))
+    as_int = torch.empty(5, dtype=torch.int32, device="accinte")
+    as_int.copy_(torch.tensor([1.9, -2.5, 3.0, 0.1, 7.7], dtype=torch.float64).to("accinte"))
+    torch.testing.assert_close(as_int.cpu(), torch.tensor([1, -2, 3, 0, 7], dtype=torch.int32))
+    back = torch.empty(5, dtype=torch.float16)
+    back.copy_(as_int)
+    torch.testing.assert_close(back, torch.tensor([1, -2, 3, 0, 7], dtype=torch.float16))
+
+
+def test_device_to_device_same_device():
+    cpu = sample((5, 6), torch.float32)
+    on_device = cpu.to("accinte")
+    clone = on_device.clone()
+    assert clone.data_ptr() != on_device.data_ptr()
+    torch.testing.assert_close(clone.cpu(), cpu)
+    transposed = torch.empty(6, 5, device="accinte")
+    transposed.copy_(on_device.t())
+    torch.testing.assert_close(transposed.cpu(), cpu.t())
+    strided_target = torch.empty(6, 5, device="accinte").t()
+    strided_target.copy_(on_device)
+    torch.testing.assert_close(strided_target.cpu(), cpu)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_across_devices(contiguous):
+    cpu = sample((16, 9), torch.float64)
+    source = cpu.to("accinte:0")
+    source = source if contiguous else source[::3]
+    expected = cpu if contiguous else cpu[::3]
+    moved = source.to("accinte:1")
+    assert moved.device == torch.device("accinte:1")
+    torch.testing.assert_close(moved.cpu(), expected)
+    back = torch.empty_like(moved, device="accinte:0")
+    back.copy_(moved)
+    torch.testing.assert_close(back.cpu(), expected)
+
+
+def test_non_blocking_copies():
+    cpu = sample((1000,), torch.float32)
+    on_device = cpu.to("accinte", non_blocking=True)
+    result = torch.empty_like(cpu)
+    result.copy_(on_device, non_blocking=True)
+    torch.accinte.synchronize()
+    torch.testing.assert_close(result, cpu)
+
+
+@only_before("07_memory")
+def test_non_blocking_to_cpu_needs_pinned_memory():
+    # NB: PyTorch allocates the output of a non-blocking device-to-host
+    # `.to()` in pinned memory, which chapter 07 adds.
+    with pytest.raises(RuntimeError, match="07_memory"):
+        torch.ones(4).to("accinte").to("cpu", non_blocking=True)
+
+
+def test_resize_grows_keeps_prefix_and_shrinks():
+    on_device = torch.arange(6.0).to("accinte")
+    on_device.resize_(4, 5)
+    assert on_device.shape == (4, 5)
+    torch.testing.assert_close(on_device.flatten()[:6].cpu(), torch.arange(6.0))
+    on_device.resize_(2)
+    torch.testing.assert_close(on_device.cpu(), torch.arange(2.0))
+    nhwc = torch.empty(2, 3, 4, 5, device="accinte").resize_(
+        2, 3, 4, 5, memory_format=torch.channels_last)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last)
+    storage = torch.arange(4.0).to("accinte").untyped_storage()
+    storage.resize_(64)
+    assert storage.nbytes() == 64
+
+
+def test_set_with_all_three_sources():
+    source = torch.arange(12.0).to("accinte")
+    target = torch.empty(0, device="accinte")
+    target.set_(source)  # set_.source_Tensor
+    assert target.data_ptr() == source.data_ptr()
+    torch.testing.assert_close(target.cpu(), torch.arange(12.0))
+
+    from_storage = torch.empty(0, device="accinte")
+    from_storage.set_(source.untyped_storage())  # set_.source_Storage
+    torch.testing.assert_close(from_storage.cpu(), torch.arange(12.0))
+
+    window = torch.empty(0, device="accinte")
+    window.set_(source.untyped_storage(), 2, (3, 2), (1, 3))  # ..._storage_offset
+    torch.testing.assert_close(window.cpu(),
+                               torch.arange(12.0).as_strided((3, 2), (1, 3), 2))
+
+    with pytest.raises(RuntimeError, match="devices must match"):
+        torch.empty(0, device="accinte:1").set_(source.untyped_storage())
