@@ -59,8 +59,7 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   // LITERALINCLUDE END: CH01_SIMPLE_ALLOCATOR
 
   void copy_data(void* dest, const void* src, std::size_t count) const final {
-    ACCINTE_CHECK(
-        accinteMemcpy(dest, src, count, accinteMemcpyDeviceToDevice));
+    ACCINTE_CHECK(accinteMemcpy(dest, src, count, accinteMemcpyDeviceToDevice));
   }
 
   bool initialized() override {

@@ -14,11 +14,11 @@
  * `c10::Error` (a Python `RuntimeError`) naming the code, its meaning and the
  * call that failed.
  */
-#define ACCINTE_CHECK(expr)                                               \
-  do {                                                                    \
-    const accinteError_t accinte_check_error_ = (expr);                   \
-    TORCH_CHECK(accinte_check_error_ == accinteSuccess, "accinte error ", \
-                accinteGetErrorName(accinte_check_error_), ": ",          \
-                accinteGetErrorString(accinte_check_error_), " (from ",   \
-                #expr, ")");                                              \
+#define ACCINTE_CHECK(expr)                                                    \
+  do {                                                                         \
+    const accinteError_t accinte_check_error_ = (expr);                        \
+    TORCH_CHECK(accinte_check_error_ == accinteSuccess, "accinte error ",      \
+                accinteGetErrorName(accinte_check_error_), ": ",               \
+                accinteGetErrorString(accinte_check_error_), " (from ", #expr, \
+                ")");                                                          \
   } while (0)

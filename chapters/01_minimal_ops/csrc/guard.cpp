@@ -59,8 +59,8 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return defaultStream(device.index());
   }
 
-  c10::Stream getStreamFromGlobalPool(
-      c10::Device device, bool is_high_priority) const override {
+  c10::Stream getStreamFromGlobalPool(c10::Device device,
+                                      bool is_high_priority) const override {
     return streamFromPool(device.index(), is_high_priority);
   }
 
@@ -166,8 +166,8 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return milliseconds;
   }
 
-  void destroyEvent(void* event,
-                    const c10::DeviceIndex device_index) const noexcept override {
+  void destroyEvent(void* event, const c10::DeviceIndex device_index)
+      const noexcept override {
     if (event != nullptr) {
       (void)accinteEventDestroy(asEvent(event));
     }

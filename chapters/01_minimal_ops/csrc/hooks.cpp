@@ -57,16 +57,15 @@ struct AccinteHooks final : public at::PrivateUse1HooksInterface {
     return accinte::exchangeDevice(device);
   }
 
-  c10::DeviceIndex maybeExchangeDevice(
-      c10::DeviceIndex device) const override {
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return accinte::exchangeDevice(device);
   }
 
   at::Device getDeviceFromPtr(void* data) const override {
     accintePointerAttributes attributes{};
     ACCINTE_CHECK(accintePointerGetAttributes(&attributes, data));
-    TORCH_CHECK(attributes.type == accinteMemoryTypeDevice,
-                "accinte: pointer ", data, " is not accinte device memory");
+    TORCH_CHECK(attributes.type == accinteMemoryTypeDevice, "accinte: pointer ",
+                data, " is not accinte device memory");
     return {c10::DeviceType::PrivateUse1,
             static_cast<c10::DeviceIndex>(attributes.device)};
   }

@@ -51,18 +51,18 @@ void checkFactoryOptions(std::optional<c10::Layout> layout,
 }
 
 // LITERALINCLUDE START: CH01_EMPTY
-at::Tensor empty_memory_format(
-    c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-    std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-    std::optional<bool> pin_memory,
-    std::optional<c10::MemoryFormat> memory_format) {
+at::Tensor empty_memory_format(c10::IntArrayRef size,
+                               std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
   checkFactoryOptions(layout, pin_memory);
   // NB: the guard makes the allocator, which allocates on the current
   // device, allocate on the requested one.
   const c10::DeviceGuard guard(resolveDevice(device));
   return at::detail::empty_generic(size, c10::GetAllocator(kAccinte),
-                                   kAccinteKeys,
-                                   c10::dtype_or_default(dtype),
+                                   kAccinteKeys, c10::dtype_or_default(dtype),
                                    memory_format);
 }
 // LITERALINCLUDE END: CH01_EMPTY
@@ -74,10 +74,9 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<bool> pin_memory) {
   checkFactoryOptions(layout, pin_memory);
   const c10::DeviceGuard guard(resolveDevice(device));
-  return at::detail::empty_strided_generic(size, stride,
-                                           c10::GetAllocator(kAccinte),
-                                           kAccinteKeys,
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(
+      size, stride, c10::GetAllocator(kAccinte), kAccinteKeys,
+      c10::dtype_or_default(dtype));
 }
 
 // NB: views only reinterpret metadata; ATen's device-independent helpers do
@@ -115,9 +114,8 @@ bool isPinned(const void* data) {
 
 /** True when the bytes of `src` can be copied to `dst` as one block. */
 bool sameDenseLayout(const at::Tensor& src, const at::Tensor& dst) {
-  return src.scalar_type() == dst.scalar_type() &&
-         src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
-         src.is_non_overlapping_and_dense();
+  return src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+         src.strides() == dst.strides() && src.is_non_overlapping_and_dense();
 }
 
 size_t denseBytes(const at::Tensor& tensor) {
@@ -141,9 +139,8 @@ void copyHostToDevice(const at::Tensor& src, const at::Tensor& dst,
   // host values into dst's strided device memory.
   const at::Tensor staging = non_blocking ? src.clone() : src;
   const KernelTensor target(dst);
-  launchOnCurrentStream(device, {target.buffer()}, [target, staging] {
-    target.cpuView().copy_(staging);
-  });
+  launchOnCurrentStream(device, {target.buffer()},
+                        [target, staging] { target.cpuView().copy_(staging); });
   if (!non_blocking) {
     synchronizeCurrentStream(device);
   }
@@ -189,10 +186,9 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst,
     }
     const KernelTensor source(src);
     const KernelTensor target(dst);
-    launchOnCurrentStream(device, {source.buffer(), target.buffer()},
-                          [source, target] {
-                            target.cpuView().copy_(source.cpuView());
-                          });
+    launchOnCurrentStream(
+        device, {source.buffer(), target.buffer()},
+        [source, target] { target.cpuView().copy_(source.cpuView()); });
     return;
   }
   // Across devices. NB: the copy runs on the destination's current stream,
@@ -336,7 +332,8 @@ void missingKernelFallback(const c10::OperatorHandle& op,
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&missingKernelFallback>());
+  m.fallback(
+      torch::CppFunction::makeFromBoxedFunction<&missingKernelFallback>());
 }
 // LITERALINCLUDE END: CH01_FALLBACK_HOOK
 

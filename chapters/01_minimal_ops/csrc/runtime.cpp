@@ -70,10 +70,10 @@ class StreamRegistry {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     const auto& streams = streams_[index];
-    TORCH_CHECK(stream.id() > 0 &&
-                    static_cast<size_t>(stream.id()) <= streams.size(),
-                "accinte: stream id ", stream.id(), " does not exist on ",
-                stream.device());
+    TORCH_CHECK(
+        stream.id() > 0 && static_cast<size_t>(stream.id()) <= streams.size(),
+        "accinte: stream id ", stream.id(), " does not exist on ",
+        stream.device());
     return streams[stream.id() - 1];
   }
 

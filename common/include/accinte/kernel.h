@@ -25,9 +25,8 @@ namespace accinte {
  * everything it uses.
  */
 template <typename Body>
-accinteError_t launchKernel(accinteStream_t stream,
-                            const void* const* buffers, size_t num_buffers,
-                            Body&& body) {
+accinteError_t launchKernel(accinteStream_t stream, const void* const* buffers,
+                            size_t num_buffers, Body&& body) {
   using Stored = std::decay_t<Body>;
   auto* stored = new (std::nothrow) Stored(std::forward<Body>(body));
   if (stored == nullptr) {

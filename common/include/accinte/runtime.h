@@ -149,8 +149,9 @@ typedef void (*accinteArgsDeleter)(void* args);
 /* Errors and version                                                       */
 /* ------------------------------------------------------------------------ */
 
-/** Returns the enumerator name of an error code, e.g. "accinteErrorInvalidValue".
- * Never NULL; unknown codes give "accinteErrorUnknown". */
+/** Returns the enumerator name of an error code, e.g.
+ * "accinteErrorInvalidValue". Never NULL; unknown codes give
+ * "accinteErrorUnknown". */
 ACCINTE_EXPORT const char* accinteGetErrorName(accinteError_t error);
 
 /** Returns a one-sentence description of an error code. Never NULL. */
@@ -207,9 +208,8 @@ ACCINTE_EXPORT accinteError_t accinteFree(void* ptr);
 ACCINTE_EXPORT accinteError_t accinteMemGetInfo(size_t* free, size_t* total);
 
 /** Describes what `ptr` points into; any pointer is accepted. */
-ACCINTE_EXPORT accinteError_t
-accintePointerGetAttributes(accintePointerAttributes* attributes,
-                            const void* ptr);
+ACCINTE_EXPORT accinteError_t accintePointerGetAttributes(
+    accintePointerAttributes* attributes, const void* ptr);
 
 /* ------------------------------------------------------------------------ */
 /* Pinned host memory                                                       */
@@ -318,12 +318,9 @@ ACCINTE_EXPORT accinteError_t accinteStreamGetPriority(accinteStream_t stream,
  * (::accinteErrorInvalidDevicePointer otherwise). A kernel must not call the
  * runtime.
  */
-ACCINTE_EXPORT accinteError_t accinteLaunchKernel(accinteStream_t stream,
-                                                  accinteKernelFn fn,
-                                                  void* args,
-                                                  accinteArgsDeleter deleter,
-                                                  const void* const* buffers,
-                                                  size_t num_buffers);
+ACCINTE_EXPORT accinteError_t accinteLaunchKernel(
+    accinteStream_t stream, accinteKernelFn fn, void* args,
+    accinteArgsDeleter deleter, const void* const* buffers, size_t num_buffers);
 
 /* ------------------------------------------------------------------------ */
 /* Events                                                                   */

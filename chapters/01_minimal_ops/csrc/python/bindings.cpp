@@ -94,8 +94,7 @@ extern "C" PyObject* accinte_python_create_module() {
     static py::module_::module_def definition;
     py::module_ module = py::module_::create_extension_module(
         "torch_accinte._C", "accinte backend bindings", &definition);
-    for (const auto& [chapter, bind] :
-         accinte::python::registeredBindings()) {
+    for (const auto& [chapter, bind] : accinte::python::registeredBindings()) {
       bind(module);
     }
     return module.release().ptr();
