@@ -5,7 +5,6 @@ BUILD := build
 CMAKE_DIR := $(BUILD)/cmake
 DOCS_DIR := $(BUILD)/docs
 JOBS ?= 2
-export CCACHE_DIR ?= $(CURDIR)/$(BUILD)/ccache
 
 # Chapter directories are discovered: chapters/NN_name -> stage NN.
 CHAPTER_DIRS := $(sort $(patsubst %/CMakeLists.txt,%,$(wildcard chapters/[0-9][0-9]_*/CMakeLists.txt)))
