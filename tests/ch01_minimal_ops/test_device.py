@@ -91,7 +91,12 @@ def test_streams_and_current_stream():
     assert stream.query()
     torch.testing.assert_close(moved.cpu(), torch.arange(100.0))
     with torch.accinte.stream(torch.accinte.Stream(0)) as s:
+        assert isinstance(s, torch.Stream)
         assert torch.accinte.current_stream() == s
+    event = torch.accinte.Event(enable_timing=True)
+    event.record()
+    event.synchronize()
+    assert isinstance(event, torch.Event) and event.device == torch.device("accinte:0")
 
 
 def test_events_order_streams_and_time():

@@ -194,22 +194,30 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
     return properties.major, properties.minor
 
 
-def Stream(device: _DeviceLike = None, priority: int = 0) -> torch.Stream:
-    """A new stream on ``device``; lower priority numbers run first."""
-    _lazy_init()
-    return torch.Stream(
-        device=torch.device("accinte", _get_device_index(device)), priority=priority
-    )
+class Stream(torch.Stream):
+    """A new stream on ``device`` (default: current); lower priority numbers
+    run first. Usable wherever a ``torch.Stream`` is."""
+
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0):
+        _lazy_init()
+        return super().__new__(
+            cls, device=torch.device("accinte", _get_device_index(device)),
+            priority=priority,
+        )
 
 
-def Event(enable_timing: bool = False, blocking: bool = False) -> torch.Event:
-    """A new event on the current device."""
-    _lazy_init()
-    return torch.Event(
-        device=torch.device("accinte", current_device()),
-        enable_timing=enable_timing,
-        blocking=blocking,
-    )
+class Event(torch.Event):
+    """A new event on the current device. Usable wherever a ``torch.Event``
+    is; ``enable_timing=True`` allows ``elapsed_time``."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False):
+        _lazy_init()
+        return super().__new__(
+            cls, device=torch.device("accinte", current_device()),
+            enable_timing=enable_timing, blocking=blocking,
+            interprocess=interprocess,
+        )
 
 
 def current_stream(device: _DeviceLike = None) -> torch.Stream:
