@@ -143,6 +143,10 @@ def test_resize_grows_keeps_prefix_and_shrinks():
     nhwc = torch.empty(2, 3, 4, 5, device="accinte").resize_(
         2, 3, 4, 5, memory_format=torch.channels_last)
     assert nhwc.is_contiguous(memory_format=torch.channels_last)
+    strided = torch.arange(12.0).reshape(3, 4).to("accinte")[:, ::2]
+    strided.resize_(3, 2)  # its own shape: a strided view stays that view
+    assert strided.stride() == (4, 2)
+    torch.testing.assert_close(strided.cpu(), torch.arange(12.0).reshape(3, 4)[:, ::2])
     storage = torch.arange(4.0).to("accinte").untyped_storage()
     storage.resize_(64)
     assert storage.nbytes() == 64

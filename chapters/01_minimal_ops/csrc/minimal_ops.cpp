@@ -253,7 +253,11 @@ void growStorageIfNeeded(const at::Tensor& self) {
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
-  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  // NB: only a new shape resets the strides; resizing a strided view to its
+  // own shape (what out= and in-place fallbacks do) must keep the view.
+  if (self.sizes() != size) {
+    self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  }
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
                 "resize_: unsupported memory format ", *memory_format);

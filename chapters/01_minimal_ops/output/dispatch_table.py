@@ -17,9 +17,9 @@ def accinte_rows(operator: str) -> str:
     table = torch._C._dispatch_dump_table(operator)
     rows = [row for row in table.splitlines()
             if row.startswith(("PrivateUse1", "AutogradPrivateUse1"))]
-    # NB: registration sites are absolute paths of the build machine; keep
-    # only the file name so the output is the same everywhere.
-    return "\n".join(re.sub(r"registered at \S*/", "registered at ", row)
+    # NB: registration sites are absolute paths and line numbers of the build
+    # machine; keep only the file name so the output is the same everywhere.
+    return "\n".join(re.sub(r"registered at \S*/([^/:\s]+):\d+", r"registered at \1", row)
                      for row in rows)
 
 

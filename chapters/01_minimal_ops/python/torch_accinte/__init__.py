@@ -29,8 +29,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
 def _load_chapters():
     """Imports every module in ``torch_accinte._chapters``, in name order.
 
-    A later chapter adds a module there (``ch02_fallback.py``, ...) instead of
-    editing this file, so each stage loads exactly the chapters it contains.
+    A later chapter adds a module named after its directory there
+    (``02_fallback.py``, ...) instead of editing this file, so each stage
+    loads exactly the chapters it contains, and ``loaded_chapters`` names
+    them.
     """
     from torch_accinte import _chapters
 
