@@ -1,0 +1,165 @@
+#include <02_fallback/csrc/fallback.h>
+
+#include <01_minimal_ops/csrc/extensions.h>
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/Device.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+
+namespace accinte {
+namespace {
+
+// LITERALINCLUDE START: CH02_REFUSAL_LIST
+/** An operator the fallback must not run, and why. */
+struct NativeOnly {
+  std::string_view name;
+  std::string_view reason;
+};
+
+// NB: refused by name, so every overload of the operator is refused. A
+// native kernel registered for an overload (a later chapter's) is found by
+// the dispatcher before the fallback, so it supersedes the refusal.
+constexpr NativeOnly kNativeOnly[] = {
+    {"aten::is_set_to",
+     "it asks whether two tensors share the same memory, and the fallback's "
+     "CPU copies never do, so the answer would always be False"},
+    {"aten::record_stream",
+     "it tells the device allocator that a stream still uses a tensor's "
+     "device memory; done on a CPU copy it would protect nothing"},
+};
+
+/**
+ * True when the operator returns a view of an input (a non-writing alias).
+ * The fallback could only return a copy: writes through the result, or to
+ * the input, would not show in the other.
+ */
+bool returnsView(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& result : schema.returns()) {
+    const c10::AliasInfo* alias = result.alias_info();
+    if (alias != nullptr && !alias->isWrite()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/** The reason `op` is refused, or nullopt if the fallback may run it. */
+std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
+  const std::string& name = op.schema().name();
+  for (const NativeOnly& entry : kNativeOnly) {
+    if (entry.name == name) {
+      return entry.reason;
+    }
+  }
+  if (returnsView(op.schema())) {
+    return "it returns a view of its input, and the fallback can only return "
+           "a copy, so writes through one would not show in the other";
+  }
+  return std::nullopt;
+}
+// LITERALINCLUDE END: CH02_REFUSAL_LIST
+
+// LITERALINCLUDE START: CH02_SAME_DEVICE
+/**
+ * Raises the error CUDA raises when an operator's tensors are on two
+ * different devices of the backend.
+ *
+ * NB: `at::native::cpu_fallback` does not check: it would copy tensors from
+ * accinte:0 and accinte:1 to the CPU alike, compute, and put the result on
+ * the first input's device, silently moving data between devices.
+ */
+void checkOneAccinteDevice(const c10::OperatorHandle& op,
+                           const torch::jit::Stack& stack) {
+  std::optional<c10::Device> first;
+  const auto check = [&](const at::Tensor& tensor) {
+    if (!tensor.defined() || !tensor.is_privateuseone()) {
+      return;
+    }
+    if (!first.has_value()) {
+      first = tensor.device();
+      return;
+    }
+    TORCH_CHECK(*first == tensor.device(),
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, ",
+                *first, " and ", tensor.device(),
+                "! (when checking arguments of ", op.schema().operator_name(),
+                ")");
+  };
+  const size_t num_arguments = op.schema().arguments().size();
+  for (const c10::IValue& value : torch::jit::last(stack, num_arguments)) {
+    if (value.isTensor()) {
+      check(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorVector()) {
+        check(tensor);
+      }
+    } else if (value.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& tensor :
+           value.toOptionalTensorVector()) {
+        if (tensor.has_value()) {
+          check(*tensor);
+        }
+      }
+    }
+  }
+}
+// LITERALINCLUDE END: CH02_SAME_DEVICE
+
+} // namespace
+
+// LITERALINCLUDE START: CH02_GLOBAL_FALLBACK
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (const auto reason = refusal(op)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "accinte refuses to run '", op.schema().operator_name(),
+        "' on the CPU fallback: ", *reason,
+        ". The backend must implement it natively (a PrivateUse1 kernel).");
+  }
+  checkOneAccinteDevice(op, *stack);
+  // Copies the inputs to the host, runs the CPU kernel, copies the results
+  // back (and writes in-place and out= results into the original tensors).
+  at::native::cpu_fallback(op, stack);
+}
+
+namespace {
+
+// Chapter 01 owns the one TORCH_LIBRARY_IMPL(_, PrivateUse1, m) fallback and
+// forwards to the kernel installed here, when this chapter is linked in.
+struct InstallCpuFallback {
+  InstallCpuFallback() {
+    registerFallbackKernel(&cpuFallback);
+  }
+} install_cpu_fallback;
+// LITERALINCLUDE END: CH02_GLOBAL_FALLBACK
+
+// LITERALINCLUDE START: CH02_PER_OP_FALLBACK
+// NB: the global fallback sees only operators that have no kernel at all for
+// PrivateUse1. `aten::convolution` has one for every backend: ATen's
+// CompositeExplicitAutograd kernel, which picks an implementation by device
+// type and, for a device it does not know, calls `convolution_overrideable`,
+// whose default kernel only raises. Registering the fallback by name for the
+// convolution and its backward puts the CPU route before those composites.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution",
+         torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  m.impl("convolution_backward",
+         torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+// LITERALINCLUDE END: CH02_PER_OP_FALLBACK
+
+} // namespace
+
+std::vector<std::string> nativeOnlyOperators() {
+  std::vector<std::string> result;
+  for (const NativeOnly& entry : kNativeOnly) {
+    result.emplace_back(std::string(entry.name) + ": " +
+                        std::string(entry.reason));
+  }
+  return result;
+}
+
+} // namespace accinte

@@ -1,0 +1,46 @@
+#pragma once
+
+/**
+ * @file
+ * The CPU fallback: how accinte runs every ATen operator it has no kernel
+ * for.
+ *
+ * The fallback copies the operator's accinte inputs to the host, runs ATen's
+ * CPU kernel, and copies the results back to the device the inputs came
+ * from. It is correct for almost every operator and fast for none: each call
+ * pays a device-to-host copy per input and a host-to-device copy per output,
+ * and waits for the device each time.
+ */
+
+#include <accinte/export.h>
+
+#include <ATen/core/stack.h>
+
+#include <string>
+#include <vector>
+
+namespace c10 {
+class OperatorHandle;
+} // namespace c10
+
+namespace accinte {
+
+/**
+ * Runs `op` on the CPU with the arguments on `stack` and leaves its results,
+ * on the inputs' accinte device, on `stack`.
+ *
+ * Before anything is copied it refuses, with `NotImplementedError`, an
+ * operator that returns a view or that ::accinte::nativeOnlyOperators lists,
+ * and, with `RuntimeError`, arguments on two different accinte devices.
+ */
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+/**
+ * The operators (all overloads of each name) that the fallback refuses to
+ * run: a CPU copy would give a wrong answer, so accinte must implement them
+ * natively. Each entry is "aten::name: why". The fallback also refuses every
+ * operator that returns a view of an input, which this list does not repeat.
+ */
+ACCINTE_EXPORT std::vector<std::string> nativeOnlyOperators();
+
+} // namespace accinte

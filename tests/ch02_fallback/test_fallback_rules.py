@@ -1,0 +1,132 @@
+"""Chapter 02: what the fallback refuses, its errors, and how it is registered."""
+
+import pytest
+import torch
+import torch_accinte  # noqa: F401
+from torch_accinte import _C
+
+
+def privateuse1_row(operator):
+    table = torch._C._dispatch_dump_table(operator)
+    return next(row for row in table.splitlines() if row.startswith("PrivateUse1:"))
+
+
+def test_operators_without_a_kernel_reach_the_fallback():
+    assert "[backend fallback]" in privateuse1_row("aten::add.out")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::add.out",
+                                                              "PrivateUse1")
+
+
+@pytest.mark.parametrize("operator", ["aten::convolution", "aten::convolution_backward"])
+def test_per_operator_boxed_registration_is_a_kernel(operator):
+    row = privateuse1_row(operator)
+    assert "[kernel]" in row and "02_fallback" in row and "fallback.cpp" in row
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(operator, "PrivateUse1")
+
+
+def test_per_operator_registration_overrides_a_composite_kernel():
+    # Without it, convolution's composite kernel would end in
+    # convolution_overrideable, which raises for a backend it does not know.
+    assert "CompositeExplicitAutograd" in privateuse1_row("aten::convolution_overrideable")
+    images = torch.linspace(-1, 1, 2 * 3 * 6 * 6).reshape(2, 3, 6, 6)
+    weight = torch.linspace(-1, 1, 4 * 3 * 3 * 3).reshape(4, 3, 3, 3)
+    result = torch.nn.functional.conv2d(images.to("accinte:1"), weight.to("accinte:1"))
+    assert result.device == torch.device("accinte:1")
+    torch.testing.assert_close(result.cpu(), torch.nn.functional.conv2d(images, weight))
+
+
+@pytest.mark.parametrize("operator", ["aten::abs.out", "aten::neg", "aten::neg_",
+                                      "aten::neg.out", "aten::unfold",
+                                      "aten::view_as_real", "aten::view_as_complex"])
+def test_native_kernels_are_registered(operator):
+    row = privateuse1_row(operator)
+    assert "[kernel]" in row and "native_ops.cpp" in row
+
+
+def test_abs_reaches_its_kernel_through_composite_abs():
+    # abs and abs_ have no accinte kernel of their own: ATen's
+    # CompositeExplicitAutograd kernels call abs.out, registered for accinte.
+    assert "CompositeExplicitAutograd" in privateuse1_row("aten::abs")
+    assert "CompositeExplicitAutograd" in privateuse1_row("aten::abs_")
+
+
+def test_refusal_list_is_exposed():
+    listed = _C._fallback_native_only_operators()
+    names = [entry.split(": ", 1)[0] for entry in listed]
+    assert names == ["aten::is_set_to", "aten::record_stream"]
+    assert all(": " in entry for entry in listed)
+
+
+def test_refused_operators_name_themselves():
+    x = torch.ones(3, device="accinte")
+    with pytest.raises(NotImplementedError,
+                       match=r"accinte refuses to run 'aten::is_set_to' on the CPU fallback"):
+        x.is_set_to(x)
+    with pytest.raises(NotImplementedError, match=r"'aten::record_stream'.*natively"):
+        x.record_stream(torch.accinte.current_stream())
+    # The refusal happens before anything is copied: nothing changed.
+    torch.testing.assert_close(x.cpu(), torch.ones(3))
+
+
+def test_view_operators_are_refused_not_copied():
+    # aten::_values has a schema that returns a view and no accinte kernel:
+    # the generic rule refuses it by its schema, with no list entry.
+    x = torch.ones(2, device="accinte")
+    with pytest.raises(NotImplementedError, match=r"'aten::_values'.*returns a view"):
+        torch.ops.aten._values(x)
+
+
+def test_two_accinte_devices_in_one_operator_are_refused():
+    a = torch.ones(3, device="accinte:0")
+    b = torch.ones(3, device="accinte:1")
+    message = r"same device.*accinte:0 and accinte:1"
+    with pytest.raises(RuntimeError, match=message):
+        a + b
+    with pytest.raises(RuntimeError, match=message):
+        torch.cat([a, b])
+    with pytest.raises(RuntimeError, match=message):
+        torch.where(a > 0, a, b)
+    with pytest.raises(RuntimeError, match=message):
+        torch.add(a, a, out=torch.empty(3, device="accinte:1"))
+    with pytest.raises(RuntimeError, match=message):
+        torch.neg(a, out=torch.empty(3, device="accinte:1"))
+    # Each device on its own is fine.
+    torch.testing.assert_close((b + b).cpu(), torch.full((3,), 2.0))
+
+
+FAILING = [
+    ("matmul_shapes", lambda a, b: a @ b, RuntimeError, "cannot be multiplied"),
+    ("broadcast", lambda a, b: a + b, RuntimeError, "must match"),
+    ("cat_sizes", lambda a, b: torch.cat([a, b]), RuntimeError, "Sizes of tensors must match"),
+    ("bad_dtype", lambda a, b: torch.bitwise_and(a, a), RuntimeError, "not implemented for 'Float'"),
+    ("bad_index", lambda a, b: a.index_select(0, torch.tensor([7]).to(a.device)),
+     IndexError, "out of range"),
+    ("out_dtype", lambda a, b: torch.mm(a, a.t(), out=torch.empty(0, dtype=torch.int64,
+                                                                  device=a.device)),
+     RuntimeError, "dtype"),
+    ("abs_out_dtype", lambda a, b: torch.abs(a, out=torch.empty(3, 4, dtype=torch.int64,
+                                                                device=a.device)),
+     RuntimeError, "Found dtype Long but expected Float"),
+    ("neg_bool", lambda a, b: -(a > 0), RuntimeError, "bool tensor is not supported"),
+    ("neg_out_dtype", lambda a, b: torch.neg(a, out=torch.empty(3, 4, dtype=torch.int64,
+                                                                device=a.device)),
+     RuntimeError, "Found dtype Long but expected Float"),
+]
+
+
+@pytest.mark.parametrize("function,error,match", [f[1:] for f in FAILING],
+                         ids=[f[0] for f in FAILING])
+def test_errors_are_pytorch_errors_and_leak_nothing(function, error, match):
+    a = torch.ones(3, 4, device="accinte")
+    b = torch.ones(5, 6, device="accinte")
+    cpu_a, cpu_b = a.cpu(), b.cpu()
+    with pytest.raises(error, match=match):
+        function(cpu_a, cpu_b)  # the same error as on the CPU ...
+    torch.accinte.synchronize()
+    before = torch.accelerator.memory_allocated(0)
+    with pytest.raises(error, match=match):
+        function(a, b)  # ... on accinte,
+    torch.accinte.synchronize()
+    assert torch.accelerator.memory_allocated(0) == before  # with no leak
+    # and the device is still usable.
+    torch.testing.assert_close((a + 1).cpu(), torch.full((3, 4), 2.0))
