@@ -19,7 +19,8 @@
  * - `ACCINTE_DEVICE_MEMORY`: capacity of each device in bytes, with an
  *   optional `K`, `M` or `G` suffix (default `8G`).
  *
- * A bad value makes every call that needs the devices return
+ * An unset or empty variable takes the default. A bad value makes every
+ * call except accinteGetErrorName() and accinteGetErrorString() return
  * ::accinteErrorInitialization.
  */
 
@@ -191,6 +192,10 @@ ACCINTE_EXPORT accinteError_t accinteDeviceSynchronize(void);
  * A zero-byte request succeeds and writes NULL. A request past the free
  * capacity returns ::accinteErrorMemoryAllocation and leaves the host's memory
  * untouched. The memory is not accessible from the host.
+ *
+ * The capacity is accounted in requested bytes (the page rounding of the
+ * underlying mapping is not counted), so freeing an allocation makes exactly
+ * its size available again.
  */
 ACCINTE_EXPORT accinteError_t accinteMalloc(void** ptr, size_t size);
 
@@ -198,7 +203,10 @@ ACCINTE_EXPORT accinteError_t accinteMalloc(void** ptr, size_t size);
  * Frees device memory from accinteMalloc(). NULL is a no-op.
  *
  * NB: like cudaFree, this first waits for all work on the owning device, so
- * no enqueued kernel or copy can still be using the memory.
+ * no enqueued kernel or copy can still be using the memory; a copy running on
+ * another device's stream is waited for too. Work that names the memory but
+ * is still queued on another device fails with ::accinteErrorLaunchFailure
+ * when its turn comes.
  * An unknown or already freed pointer, or a pointer inside (not at the start
  * of) an allocation, returns ::accinteErrorInvalidDevicePointer.
  */
@@ -220,7 +228,9 @@ ACCINTE_EXPORT accinteError_t accintePointerGetAttributes(
 ACCINTE_EXPORT accinteError_t accinteMallocHost(void** ptr, size_t size);
 
 /** Frees memory from accinteMallocHost(). NULL is a no-op; anything else
- * unknown returns ::accinteErrorInvalidHostPointer. */
+ * unknown returns ::accinteErrorInvalidHostPointer. Like cudaFreeHost, first
+ * waits for the work already enqueued on every stream, which may still copy
+ * from or to the memory. */
 ACCINTE_EXPORT accinteError_t accinteFreeHost(void* ptr);
 
 /** Writes 1 if `ptr` points anywhere inside live pinned host memory, else 0. */
@@ -235,9 +245,13 @@ ACCINTE_EXPORT accinteError_t accinteHostIsPinned(const void* ptr,
  * Copies `count` bytes and returns once the copy is done.
  *
  * The copy is ordered after all work already enqueued on the default stream
- * of the device involved (the destination's for a device-to-device copy).
- * The kind is checked against the pointers, and a device range must lie
- * inside one live allocation.
+ * of the device involved (the destination's for a device-to-device copy; for
+ * a copy across devices, after the source's default stream as well; for a
+ * host-to-host copy, the current device's). The kind is checked against the
+ * pointers, and a device range must lie inside one live allocation.
+ *
+ * Returns the copy's own status; a kernel failure pending on the stream is
+ * left for the next accinteStreamSynchronize() or accinteStreamQuery().
  */
 ACCINTE_EXPORT accinteError_t accinteMemcpy(void* dst, const void* src,
                                             size_t count,
@@ -246,7 +260,9 @@ ACCINTE_EXPORT accinteError_t accinteMemcpy(void* dst, const void* src,
 /**
  * Enqueues a copy of `count` bytes on `stream` (NULL: the current device's
  * default stream) and returns at once. Checks are done at enqueue time. The
- * host memory must stay valid until the copy has run.
+ * host memory must stay valid until the copy has run. A copy that cannot run
+ * when its turn comes (its device memory was freed meanwhile) is reported
+ * like a failed kernel.
  */
 ACCINTE_EXPORT accinteError_t accinteMemcpyAsync(void* dst, const void* src,
                                                  size_t count,
@@ -262,8 +278,10 @@ ACCINTE_EXPORT accinteError_t accinteMemsetAsync(void* dst, int value,
 /* Streams and kernels                                                      */
 /* ------------------------------------------------------------------------ */
 
-/** Writes the range of stream priorities; lower numbers run first, as in
- * CUDA, so `greatest` <= `least`. */
+/** Writes the range of stream priorities, 0 (`least`) to -2 (`greatest`);
+ * lower numbers mean higher priority, as in CUDA. The emulator stores and
+ * reports priorities but does not schedule by them: every stream has its own
+ * worker thread. */
 ACCINTE_EXPORT accinteError_t
 accinteDeviceGetStreamPriorityRange(int* least, int* greatest);
 
@@ -284,7 +302,9 @@ ACCINTE_EXPORT accinteError_t accinteGetDefaultStream(int device,
 ACCINTE_EXPORT accinteError_t accinteStreamDestroy(accinteStream_t stream);
 
 /** Returns ::accinteSuccess when all work enqueued on the stream has
- * finished, ::accinteErrorNotReady otherwise, or a pending kernel failure. */
+ * finished, ::accinteErrorNotReady otherwise. A pending kernel failure is
+ * reported first (as ::accinteErrorLaunchFailure, then cleared), even while
+ * later work is still outstanding. */
 ACCINTE_EXPORT accinteError_t accinteStreamQuery(accinteStream_t stream);
 
 /** Blocks until all work enqueued on the stream has finished; returns (and

@@ -1,0 +1,221 @@
+#include "event.h"
+#include "lifecycle.h"
+#include "memory.h"
+#include "stream.h"
+
+#include <accinte/runtime.h>
+
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+using namespace accinte::emulator;
+
+namespace {
+
+/** A copy whose pointers have been checked against the kind and the
+ * allocations, ready to be enqueued. */
+struct CopyPlan {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t count = 0;
+  /** Device that owns the destination, or -1 for host memory. */
+  int dstDevice = -1;
+  /** Device that owns the source, or -1 for host memory. */
+  int srcDevice = -1;
+  /** The device allocations the copy must open. */
+  std::vector<AllocationRef> refs;
+};
+
+/** Reads a C enum argument as the int a C caller may have passed.
+ *
+ * NB: memcpy is not a load of the enum type, so an out-of-range value stays
+ * well-defined (and does not trip UBSan) in C++. */
+template <typename Enum>
+int enumValue(Enum value) {
+  int result = 0;
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  std::memcpy(&result, &value, sizeof(result));
+  return result;
+}
+
+/** Checks that [ptr, ptr + count) lies inside the allocation `info`. */
+accinteError_t checkRange(const void* ptr, size_t count,
+                          const AllocationInfo& info) {
+  const size_t offset = reinterpret_cast<uintptr_t>(ptr) - info.ref.base;
+  return count > info.size - offset ? accinteErrorInvalidMemoryRange
+                                    : accinteSuccess;
+}
+
+// LITERALINCLUDE START: EMULATOR_COPY_CHECKS
+/** Validates a copy of `count` (> 0) bytes and fills `plan`. */
+accinteError_t planCopy(void* dst, const void* src, size_t count,
+                        accinteMemcpyKind kind, CopyPlan* plan) {
+  if (dst == nullptr || src == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  auto dstInfo = MemoryRegistry::instance().find(dst);
+  auto srcInfo = MemoryRegistry::instance().find(src);
+  const bool dstIsDevice = dstInfo && dstInfo->type == accinteMemoryTypeDevice;
+  const bool srcIsDevice = srcInfo && srcInfo->type == accinteMemoryTypeDevice;
+  // Pinned and unregistered memory are both host memory.
+  bool wantDstDevice = dstIsDevice;
+  bool wantSrcDevice = srcIsDevice;
+  switch (enumValue(kind)) {
+    case accinteMemcpyHostToHost:
+      wantDstDevice = wantSrcDevice = false;
+      break;
+    case accinteMemcpyHostToDevice:
+      wantDstDevice = true;
+      wantSrcDevice = false;
+      break;
+    case accinteMemcpyDeviceToHost:
+      wantDstDevice = false;
+      wantSrcDevice = true;
+      break;
+    case accinteMemcpyDeviceToDevice:
+      wantDstDevice = wantSrcDevice = true;
+      break;
+    case accinteMemcpyDefault:
+      break; // Inferred: whatever the pointers are.
+    default:
+      return accinteErrorInvalidValue;
+  }
+  if (wantDstDevice != dstIsDevice || wantSrcDevice != srcIsDevice) {
+    return accinteErrorInvalidMemcpyDirection;
+  }
+  plan->dst = dst;
+  plan->src = src;
+  plan->count = count;
+  if (dstIsDevice) {
+    ACCINTE_RETURN_IF_ERROR(checkRange(dst, count, *dstInfo));
+    plan->dstDevice = dstInfo->device;
+    plan->refs.push_back(dstInfo->ref);
+  }
+  if (srcIsDevice) {
+    ACCINTE_RETURN_IF_ERROR(checkRange(src, count, *srcInfo));
+    plan->srcDevice = srcInfo->device;
+    plan->refs.push_back(srcInfo->ref);
+  }
+  return accinteSuccess;
+}
+
+/** Performs a planned copy; runs on a stream's worker. */
+accinteError_t runCopy(const CopyPlan& plan) {
+  OpenAllocations open(plan.refs);
+  if (!open.ok()) {
+    // An allocation was freed after the copy was enqueued.
+    return accinteErrorLaunchFailure;
+  }
+  // NB: memmove, not memcpy: a device-to-device copy within one allocation
+  // may overlap, and the emulator should not corrupt data where CUDA is
+  // merely unspecified.
+  std::memmove(plan.dst, plan.src, plan.count);
+  return accinteSuccess;
+}
+// LITERALINCLUDE END: EMULATOR_COPY_CHECKS
+
+/** Makes everything enqueued later on `waiter` wait for the work enqueued so
+ * far on `waited`. */
+void orderAfter(Stream& waiter, Stream& waited) {
+  auto marker = std::make_shared<EventCompletion>();
+  waited.enqueue(makeOperation([marker] {
+    marker->complete();
+    return accinteSuccess;
+  }));
+  waiter.enqueue(makeOperation([marker] {
+    marker->wait();
+    return accinteSuccess;
+  }));
+}
+
+} // namespace
+
+accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
+                             accinteMemcpyKind kind) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (count == 0) {
+    return enumValue(kind) >= accinteMemcpyHostToHost &&
+                   enumValue(kind) <= accinteMemcpyDefault
+               ? accinteSuccess
+               : accinteErrorInvalidValue;
+  }
+  CopyPlan plan;
+  ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
+  // The default stream that orders the copy: the destination's device, else
+  // the source's, else (host to host) the current device.
+  int device = plan.dstDevice != -1 ? plan.dstDevice : plan.srcDevice;
+  if (device == -1) {
+    device = currentDevice();
+  }
+  std::shared_ptr<Stream> stream;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().defaultStream(device, &stream));
+  if (plan.srcDevice != -1 && plan.srcDevice != device) {
+    // Across devices, the source's pending writes must land first too.
+    std::shared_ptr<Stream> srcStream;
+    ACCINTE_RETURN_IF_ERROR(
+        StreamRegistry::instance().defaultStream(plan.srcDevice, &srcStream));
+    orderAfter(*stream, *srcStream);
+  }
+  // NB: the copy's own status is handed back through `status` rather than
+  // made sticky: the caller is right here to receive it.
+  auto status = std::make_shared<accinteError_t>(accinteSuccess);
+  const uint64_t ticket =
+      stream->enqueue(makeOperation([plan = std::move(plan), status] {
+        *status = runCopy(plan);
+        return accinteSuccess;
+      }));
+  stream->waitUntilFinished(ticket);
+  return *status;
+}
+
+accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
+                                  accinteMemcpyKind kind,
+                                  accinteStream_t stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  if (count == 0) {
+    return enumValue(kind) >= accinteMemcpyHostToHost &&
+                   enumValue(kind) <= accinteMemcpyDefault
+               ? accinteSuccess
+               : accinteErrorInvalidValue;
+  }
+  CopyPlan plan;
+  ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
+  resolved->enqueue(
+      makeOperation([plan = std::move(plan)] { return runCopy(plan); }));
+  return accinteSuccess;
+}
+
+accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
+                                  accinteStream_t stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  if (count == 0) {
+    return accinteSuccess;
+  }
+  if (dst == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  auto info = MemoryRegistry::instance().find(dst);
+  if (!info || info->type != accinteMemoryTypeDevice) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  ACCINTE_RETURN_IF_ERROR(checkRange(dst, count, *info));
+  resolved->enqueue(makeOperation(
+      [dst, value, count, refs = std::vector<AllocationRef>{info->ref}] {
+        OpenAllocations open(refs);
+        if (!open.ok()) {
+          return accinteErrorLaunchFailure;
+        }
+        std::memset(dst, value, count);
+        return accinteSuccess;
+      }));
+  return accinteSuccess;
+}

@@ -1,0 +1,82 @@
+#include "config.h"
+#include "lifecycle.h"
+#include "stream.h"
+
+#include <accinte/runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+using namespace accinte::emulator;
+
+namespace {
+
+/** Runtime version 1.0, encoded as documented. */
+constexpr int kRuntimeVersion = 1000 * 1 + 10 * 0;
+
+} // namespace
+
+accinteError_t accinteRuntimeGetVersion(int* version) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (version == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *version = kRuntimeVersion;
+  return accinteSuccess;
+}
+
+accinteError_t accinteGetDeviceCount(int* count) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (count == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *count = config().deviceCount;
+  return accinteSuccess;
+}
+
+accinteError_t accinteGetDevice(int* device) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (device == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *device = currentDevice();
+  return accinteSuccess;
+}
+
+accinteError_t accinteSetDevice(int device) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkDevice(device));
+  setCurrentDevice(device);
+  return accinteSuccess;
+}
+
+accinteError_t accinteGetDeviceProperties(accinteDeviceProp* prop, int device) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (prop == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  ACCINTE_RETURN_IF_ERROR(checkDevice(device));
+  *prop = accinteDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "AccInte Emulated Device %d",
+                device);
+  prop->totalGlobalMem = config().deviceMemory;
+  prop->major = 1;
+  prop->minor = 0;
+  // hardware_concurrency() may return 0 when it cannot tell.
+  prop->multiProcessorCount =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return accinteSuccess;
+}
+
+accinteError_t accinteDeviceSynchronize(void) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  accinteError_t firstFailure = accinteSuccess;
+  for (auto& stream : StreamRegistry::instance().streamsOf(currentDevice())) {
+    const accinteError_t status = stream->synchronize();
+    if (firstFailure == accinteSuccess) {
+      firstFailure = status;
+    }
+  }
+  return firstFailure;
+}

@@ -1,0 +1,343 @@
+#include "memory.h"
+
+#include "config.h"
+#include "lifecycle.h"
+#include "stream.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <limits>
+#include <utility>
+
+namespace accinte::emulator {
+
+namespace {
+
+/** Rounds `size` up to whole pages; 0 if that overflows. */
+size_t roundUpToPages(size_t size) {
+  static const size_t pageSize = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (size > std::numeric_limits<size_t>::max() - (pageSize - 1)) {
+    return 0;
+  }
+  return (size + pageSize - 1) / pageSize * pageSize;
+}
+
+/** Waits for every operation enqueued so far on `device` (-1: on every
+ * device) to finish, without consuming pending failures. */
+void drainStreams(int device) {
+  for (auto& stream : StreamRegistry::instance().streamsOf(device)) {
+    stream->waitIdle();
+  }
+}
+
+} // namespace
+
+MemoryRegistry& MemoryRegistry::instance() {
+  // NB: leaked on purpose. Worker threads may still close allocations while
+  // the process runs its exit handlers; a registry with static storage could
+  // already be destroyed by then. The pointer keeps it reachable, so leak
+  // checkers do not report it.
+  static MemoryRegistry* registry = new MemoryRegistry();
+  return *registry;
+}
+
+// LITERALINCLUDE START: EMULATOR_MALLOC
+accinteError_t MemoryRegistry::allocateDevice(int device, size_t size,
+                                              void** ptr) {
+  const size_t capacity = config().deviceMemory;
+  {
+    // Reserve the capacity first so that concurrent requests cannot both
+    // succeed past it.
+    std::lock_guard<std::mutex> lock(mutex_);
+    usedBytes_.resize(static_cast<size_t>(config().deviceCount), 0);
+    if (size > capacity - usedBytes_[device]) {
+      return accinteErrorMemoryAllocation;
+    }
+    usedBytes_[device] += size;
+  }
+  // NB: PROT_NONE makes every host access fault, as a device pointer would
+  // on real hardware; MAP_NORESERVE lets a large emulated capacity exist
+  // without committing host memory until pages are written.
+  const size_t mappedSize = roundUpToPages(size);
+  void* mapping =
+      mappedSize == 0
+          ? MAP_FAILED
+          : mmap(nullptr, mappedSize, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mapping == MAP_FAILED) {
+    usedBytes_[device] -= size;
+    return accinteErrorMemoryAllocation;
+  }
+  Allocation allocation;
+  allocation.size = size;
+  allocation.mappedSize = mappedSize;
+  allocation.device = device;
+  allocation.type = accinteMemoryTypeDevice;
+  allocation.serial = nextSerial_++;
+  allocations_.emplace(reinterpret_cast<uintptr_t>(mapping), allocation);
+  *ptr = mapping;
+  return accinteSuccess;
+}
+// LITERALINCLUDE END: EMULATOR_MALLOC
+
+accinteError_t MemoryRegistry::freeDevice(const AllocationRef& ref) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // NB: the serial, not just the address, must match: after a concurrent
+  // accinteFree() of the same pointer, the address may already belong to a
+  // new allocation.
+  Allocation* allocation = lookupLocked(ref);
+  if (allocation == nullptr) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  // A copy enqueued on another device's stream may still be using it.
+  allocationClosed_.wait(lock, [&] {
+    allocation = lookupLocked(ref);
+    return allocation == nullptr || allocation->openCount == 0;
+  });
+  if (allocation == nullptr) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  const size_t mappedSize = allocation->mappedSize;
+  usedBytes_[allocation->device] -= allocation->size;
+  allocations_.erase(ref.base);
+  lock.unlock();
+  munmap(reinterpret_cast<void*>(ref.base), mappedSize);
+  return accinteSuccess;
+}
+
+accinteError_t MemoryRegistry::allocateHost(size_t size, void** ptr) {
+  const size_t mappedSize = roundUpToPages(size);
+  if (mappedSize == 0) {
+    return accinteErrorHostMemoryAllocation;
+  }
+  void* mapping = mmap(nullptr, mappedSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) {
+    return accinteErrorHostMemoryAllocation;
+  }
+  // NB: best effort only. Locking is what "pinned" means, but the
+  // RLIMIT_MEMLOCK of an unprivileged process is small, and the emulator's
+  // copies are plain memcpy() calls that work on unlocked pages just as well.
+  (void)mlock(mapping, mappedSize);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Allocation allocation;
+  allocation.size = size;
+  allocation.mappedSize = mappedSize;
+  allocation.device = -1;
+  allocation.type = accinteMemoryTypeHost;
+  allocation.serial = nextSerial_++;
+  allocations_.emplace(reinterpret_cast<uintptr_t>(mapping), allocation);
+  *ptr = mapping;
+  return accinteSuccess;
+}
+
+accinteError_t MemoryRegistry::freeHost(const AllocationRef& ref) {
+  size_t mappedSize = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Allocation* allocation = lookupLocked(ref);
+    if (allocation == nullptr) {
+      return accinteErrorInvalidHostPointer;
+    }
+    mappedSize = allocation->mappedSize;
+    allocations_.erase(ref.base);
+  }
+  munmap(reinterpret_cast<void*>(ref.base), mappedSize);
+  return accinteSuccess;
+}
+
+// LITERALINCLUDE START: EMULATOR_POINTER_LOOKUP
+std::optional<AllocationInfo> MemoryRegistry::find(const void* ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The allocation containing `address`, if any, is the last one starting at
+  // or before it.
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) {
+    return std::nullopt;
+  }
+  --it;
+  if (address - it->first >= it->second.size) {
+    return std::nullopt;
+  }
+  AllocationInfo info;
+  info.type = it->second.type;
+  info.device = it->second.device;
+  info.ref = AllocationRef{it->first, it->second.serial};
+  info.size = it->second.size;
+  return info;
+}
+// LITERALINCLUDE END: EMULATOR_POINTER_LOOKUP
+
+size_t MemoryRegistry::usedBytes(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto index = static_cast<size_t>(device);
+  return index < usedBytes_.size() ? usedBytes_[index] : 0;
+}
+
+MemoryRegistry::Allocation* MemoryRegistry::lookupLocked(
+    const AllocationRef& ref) {
+  auto it = allocations_.find(ref.base);
+  if (it == allocations_.end() || it->second.serial != ref.serial) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
+// LITERALINCLUDE START: EMULATOR_OPEN_CLOSE
+bool MemoryRegistry::open(const std::vector<AllocationRef>& refs) {
+  // NB: counting under one lock is what makes sharing safe: two kernels on
+  // two streams may use the same allocation at once, and only the last one
+  // to finish may make it inaccessible again.
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    Allocation* allocation = lookupLocked(refs[i]);
+    bool opened = allocation != nullptr;
+    if (opened && allocation->openCount == 0) {
+      opened = mprotect(reinterpret_cast<void*>(refs[i].base),
+                        allocation->mappedSize, PROT_READ | PROT_WRITE) == 0;
+    }
+    if (!opened) {
+      // Freed since the operation was enqueued: undo what was opened.
+      for (size_t j = 0; j < i; ++j) {
+        closeLocked(refs[j]);
+      }
+      return false;
+    }
+    ++allocation->openCount;
+  }
+  return true;
+}
+
+void MemoryRegistry::closeLocked(const AllocationRef& ref) {
+  Allocation* allocation = lookupLocked(ref);
+  if (allocation == nullptr || --allocation->openCount > 0) {
+    return;
+  }
+  mprotect(reinterpret_cast<void*>(ref.base), allocation->mappedSize,
+           PROT_NONE);
+  allocationClosed_.notify_all();
+}
+// LITERALINCLUDE END: EMULATOR_OPEN_CLOSE
+
+void MemoryRegistry::close(const std::vector<AllocationRef>& refs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& ref : refs) {
+    closeLocked(ref);
+  }
+}
+
+OpenAllocations::OpenAllocations(std::vector<AllocationRef> refs)
+    : refs_(std::move(refs)) {
+  opened_ = MemoryRegistry::instance().open(refs_);
+}
+
+OpenAllocations::~OpenAllocations() {
+  if (opened_) {
+    MemoryRegistry::instance().close(refs_);
+  }
+}
+
+} // namespace accinte::emulator
+
+using namespace accinte::emulator;
+
+accinteError_t accinteMalloc(void** ptr, size_t size) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (ptr == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *ptr = nullptr;
+  if (size == 0) {
+    return accinteSuccess;
+  }
+  markInitialised();
+  return MemoryRegistry::instance().allocateDevice(currentDevice(), size, ptr);
+}
+
+accinteError_t accinteFree(void* ptr) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (ptr == nullptr) {
+    return accinteSuccess;
+  }
+  auto info = MemoryRegistry::instance().find(ptr);
+  if (!info || info->type != accinteMemoryTypeDevice ||
+      info->ref.base != reinterpret_cast<uintptr_t>(ptr)) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  // Like cudaFree: nothing already enqueued on the device may still use it.
+  drainStreams(info->device);
+  return MemoryRegistry::instance().freeDevice(info->ref);
+}
+
+accinteError_t accinteMemGetInfo(size_t* free, size_t* total) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (free == nullptr || total == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *total = config().deviceMemory;
+  *free = *total - MemoryRegistry::instance().usedBytes(currentDevice());
+  return accinteSuccess;
+}
+
+accinteError_t accintePointerGetAttributes(accintePointerAttributes* attributes,
+                                           const void* ptr) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (attributes == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  auto info = MemoryRegistry::instance().find(ptr);
+  if (!info) {
+    attributes->type = accinteMemoryTypeUnregistered;
+    attributes->device = -1;
+    attributes->base = nullptr;
+    attributes->size = 0;
+    return accinteSuccess;
+  }
+  attributes->type = info->type;
+  attributes->device = info->device;
+  attributes->base = reinterpret_cast<void*>(info->ref.base);
+  attributes->size = info->size;
+  return accinteSuccess;
+}
+
+accinteError_t accinteMallocHost(void** ptr, size_t size) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (ptr == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *ptr = nullptr;
+  if (size == 0) {
+    return accinteSuccess;
+  }
+  markInitialised();
+  return MemoryRegistry::instance().allocateHost(size, ptr);
+}
+
+accinteError_t accinteFreeHost(void* ptr) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (ptr == nullptr) {
+    return accinteSuccess;
+  }
+  auto info = MemoryRegistry::instance().find(ptr);
+  if (!info || info->type != accinteMemoryTypeHost ||
+      info->ref.base != reinterpret_cast<uintptr_t>(ptr)) {
+    return accinteErrorInvalidHostPointer;
+  }
+  // NB: like cudaFreeHost, wait for all streams: an asynchronous copy from or
+  // to this memory may be queued on any device.
+  drainStreams(-1);
+  return MemoryRegistry::instance().freeHost(info->ref);
+}
+
+accinteError_t accinteHostIsPinned(const void* ptr, int* is_pinned) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (is_pinned == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  auto info = MemoryRegistry::instance().find(ptr);
+  *is_pinned = info && info->type == accinteMemoryTypeHost ? 1 : 0;
+  return accinteSuccess;
+}

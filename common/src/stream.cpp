@@ -1,0 +1,472 @@
+#include "stream.h"
+
+#include "config.h"
+#include "lifecycle.h"
+#include "memory.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <system_error>
+
+namespace accinte::emulator {
+
+namespace {
+
+/** How long the exit hook lets workers finish their queues before it gives
+ * up on joining them. */
+constexpr std::chrono::seconds kExitDrainTimeout{2};
+
+accinteStream_t toStreamHandle(uintptr_t value) {
+  return reinterpret_cast<accinteStream_t>(value);
+}
+
+uintptr_t fromStreamHandle(accinteStream_t handle) {
+  return reinterpret_cast<uintptr_t>(handle);
+}
+
+} // namespace
+
+uintptr_t newHandleValue() {
+  static std::atomic<uintptr_t> nextValue{1};
+  return nextValue.fetch_add(1);
+}
+
+Stream::Stream(accinteStream_t handle, int device, int priority, bool isDefault,
+               bool startWorker)
+    : handle_(handle),
+      device_(device),
+      priority_(priority),
+      isDefault_(isDefault) {
+  if (!startWorker) {
+    workerExited_ = true;
+    return;
+  }
+  worker_ = std::thread([this] { runWorker(); });
+  // A name makes the workers easy to tell apart in a debugger or in top -H.
+  char name[16];
+  std::snprintf(name, sizeof(name), "accinte-d%d-s%lu", device,
+                static_cast<unsigned long>(fromStreamHandle(handle)));
+  pthread_setname_np(worker_.native_handle(), name);
+}
+
+Stream::~Stream() {
+  requestStop();
+  joinWorker(std::chrono::steady_clock::time_point::max());
+}
+
+// LITERALINCLUDE START: EMULATOR_STREAM_WORKER
+void Stream::runWorker() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    workAvailable_.wait(lock,
+                        [&] { return !queue_.empty() || stopRequested_; });
+    if (queue_.empty()) {
+      // Stopping, and everything enqueued before the stop has run.
+      workerExited_ = true;
+      workFinished_.notify_all();
+      return;
+    }
+    std::unique_ptr<Operation> operation = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    // NB: the operation is destroyed (kernel arguments released) before it
+    // counts as finished, so that a synchronize also covers the deleter.
+    const accinteError_t status = runOperation(std::move(operation));
+    lock.lock();
+    finishLocked(status);
+  }
+}
+
+accinteError_t Stream::runOperation(std::unique_ptr<Operation> operation) {
+  accinteError_t status = accinteErrorLaunchFailure;
+  try {
+    status = operation->run();
+  } catch (...) {
+    // A throwing kernel is a failed kernel, not a dead process.
+    status = accinteErrorLaunchFailure;
+  }
+  try {
+    operation.reset();
+  } catch (...) {
+    status = accinteErrorLaunchFailure;
+  }
+  return status;
+}
+
+void Stream::finishLocked(accinteError_t status) {
+  // NB: failures are sticky: the first one is kept until a synchronize or
+  // query reports it, since nobody waits on an individual operation.
+  if (status != accinteSuccess && pendingFailure_ == accinteSuccess) {
+    pendingFailure_ = status;
+  }
+  ++finishedCount_;
+  workFinished_.notify_all();
+}
+// LITERALINCLUDE END: EMULATOR_STREAM_WORKER
+
+uint64_t Stream::enqueue(std::unique_ptr<Operation> operation) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t ticket = ++enqueuedCount_;
+  if (!workerExited_) {
+    queue_.push_back(std::move(operation));
+    workAvailable_.notify_one();
+    return ticket;
+  }
+  // No worker (the process is exiting): run in place. Nothing can be queued
+  // ahead, so the order is kept.
+  lock.unlock();
+  const accinteError_t status = runOperation(std::move(operation));
+  lock.lock();
+  finishLocked(status);
+  return ticket;
+}
+
+void Stream::waitUntilFinished(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  workFinished_.wait(
+      lock, [&] { return finishedCount_ >= ticket || workerAbandoned_; });
+}
+
+void Stream::waitIdle() {
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ticket = enqueuedCount_;
+  }
+  waitUntilFinished(ticket);
+}
+
+accinteError_t Stream::query() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pendingFailure_ != accinteSuccess) {
+    pendingFailure_ = accinteSuccess;
+    return accinteErrorLaunchFailure;
+  }
+  // NB: compared with the *finished* count, not the queue: an operation that
+  // has been dequeued but is still running is not done.
+  return finishedCount_ == enqueuedCount_ ? accinteSuccess
+                                          : accinteErrorNotReady;
+}
+
+accinteError_t Stream::synchronize() {
+  waitIdle();
+  return takeFailure();
+}
+
+accinteError_t Stream::takeFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pendingFailure_ == accinteSuccess) {
+    return accinteSuccess;
+  }
+  pendingFailure_ = accinteSuccess;
+  return accinteErrorLaunchFailure;
+}
+
+void Stream::requestStop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopRequested_ = true;
+  workAvailable_.notify_all();
+}
+
+// LITERALINCLUDE START: EMULATOR_EXIT
+void Stream::joinWorker(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard<std::mutex> joinLock(joinMutex_);
+  if (!worker_.joinable()) {
+    return;
+  }
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    // Destroyed from its own worker (a kernel broke the rules): cannot join.
+    worker_.detach();
+    return;
+  }
+  bool exited = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto hasExited = [&] { return workerExited_; };
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      workFinished_.wait(lock, hasExited);
+      exited = true;
+    } else {
+      exited = workFinished_.wait_until(lock, deadline, hasExited);
+    }
+  }
+  // NB: a worker stuck in a kernel that never returns must not hang the
+  // process's exit; it is detached and ends with the process. Everything it
+  // can touch is intentionally leaked, so it never sees a destroyed object.
+  if (exited) {
+    worker_.join();
+    return;
+  }
+  worker_.detach();
+  std::lock_guard<std::mutex> lock(mutex_);
+  workerAbandoned_ = true;
+  workFinished_.notify_all();
+}
+
+void StreamRegistry::shutdown() {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutDown_ = true;
+    for (auto& entry : streams_) {
+      streams.push_back(entry.second);
+    }
+  }
+  for (auto& stream : streams) {
+    stream->requestStop();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kExitDrainTimeout;
+  for (auto& stream : streams) {
+    stream->joinWorker(deadline);
+  }
+}
+// LITERALINCLUDE END: EMULATOR_EXIT
+
+StreamRegistry& StreamRegistry::instance() {
+  // NB: leaked on purpose, see MemoryRegistry::instance(); the exit hook
+  // stops the workers instead of a destructor.
+  static StreamRegistry* registry = new StreamRegistry();
+  return *registry;
+}
+
+accinteError_t StreamRegistry::createLocked(int device, int priority,
+                                            bool isDefault,
+                                            std::shared_ptr<Stream>* stream) {
+  markInitialised();
+  ensureExitHookInstalled();
+  const uintptr_t value = newHandleValue();
+  try {
+    *stream = std::make_shared<Stream>(toStreamHandle(value), device, priority,
+                                       isDefault, /*startWorker=*/!shutDown_);
+  } catch (const std::exception&) {
+    // No thread (or no memory) left: the same as running out of resources.
+    return accinteErrorMemoryAllocation;
+  }
+  streams_.emplace(value, *stream);
+  return accinteSuccess;
+}
+
+accinteError_t StreamRegistry::create(int device, int priority,
+                                      accinteStream_t* handle) {
+  std::shared_ptr<Stream> stream;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ACCINTE_RETURN_IF_ERROR(
+      createLocked(device, priority, /*isDefault=*/false, &stream));
+  *handle = stream->handle();
+  return accinteSuccess;
+}
+
+accinteError_t StreamRegistry::defaultStream(int device,
+                                             std::shared_ptr<Stream>* stream) {
+  ACCINTE_RETURN_IF_ERROR(checkDevice(device));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (defaultStreams_.empty()) {
+    defaultStreams_.resize(static_cast<size_t>(config().deviceCount));
+  }
+  auto& slot = defaultStreams_[static_cast<size_t>(device)];
+  if (!slot) {
+    ACCINTE_RETURN_IF_ERROR(createLocked(device, kLeastStreamPriority,
+                                         /*isDefault=*/true, &slot));
+  }
+  *stream = slot;
+  return accinteSuccess;
+}
+
+accinteError_t StreamRegistry::resolve(accinteStream_t handle,
+                                       std::shared_ptr<Stream>* stream) {
+  if (handle == nullptr) {
+    return defaultStream(currentDevice(), stream);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(fromStreamHandle(handle));
+  if (it == streams_.end()) {
+    return accinteErrorInvalidResourceHandle;
+  }
+  *stream = it->second;
+  return accinteSuccess;
+}
+
+accinteError_t StreamRegistry::destroy(accinteStream_t handle) {
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = streams_.find(fromStreamHandle(handle));
+    if (it == streams_.end() || it->second->isDefault()) {
+      return accinteErrorInvalidResourceHandle;
+    }
+    stream = std::move(it->second);
+    streams_.erase(it);
+  }
+  // Unregistered first so that no new work can be looked up; the destructor
+  // (here or in whichever thread still holds the stream) drains and joins.
+  stream->waitIdle();
+  return accinteSuccess;
+}
+
+std::vector<std::shared_ptr<Stream>> StreamRegistry::streamsOf(int device) {
+  std::vector<std::shared_ptr<Stream>> streams;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : streams_) {
+    if (device == -1 || entry.second->device() == device) {
+      streams.push_back(entry.second);
+    }
+  }
+  return streams;
+}
+
+} // namespace accinte::emulator
+
+using namespace accinte::emulator;
+
+accinteError_t accinteDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (least == nullptr || greatest == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  *least = kLeastStreamPriority;
+  *greatest = kGreatestStreamPriority;
+  return accinteSuccess;
+}
+
+accinteError_t accinteStreamCreate(accinteStream_t* stream) {
+  return accinteStreamCreateWithPriority(stream, kLeastStreamPriority);
+}
+
+accinteError_t accinteStreamCreateWithPriority(accinteStream_t* stream,
+                                               int priority) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (stream == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  const int clamped =
+      std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
+  return StreamRegistry::instance().create(currentDevice(), clamped, stream);
+}
+
+accinteError_t accinteGetDefaultStream(int device, accinteStream_t* stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (stream == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().defaultStream(device, &resolved));
+  *stream = resolved->handle();
+  return accinteSuccess;
+}
+
+accinteError_t accinteStreamDestroy(accinteStream_t stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  return StreamRegistry::instance().destroy(stream);
+}
+
+accinteError_t accinteStreamQuery(accinteStream_t stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  return resolved->query();
+}
+
+accinteError_t accinteStreamSynchronize(accinteStream_t stream) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  return resolved->synchronize();
+}
+
+accinteError_t accinteStreamGetDevice(accinteStream_t stream, int* device) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (device == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  *device = resolved->device();
+  return accinteSuccess;
+}
+
+accinteError_t accinteStreamGetPriority(accinteStream_t stream, int* priority) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (priority == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  *priority = resolved->priority();
+  return accinteSuccess;
+}
+
+namespace {
+
+/** Owns a kernel's arguments: the deleter runs exactly once, whether the
+ * kernel ran or the launch failed. */
+class KernelArguments {
+ public:
+  KernelArguments(void* args, accinteArgsDeleter deleter)
+      : args_(args), deleter_(deleter) {}
+  ~KernelArguments() {
+    if (deleter_ != nullptr) {
+      deleter_(args_);
+    }
+  }
+  KernelArguments(KernelArguments&& other) noexcept
+      : args_(other.args_), deleter_(std::exchange(other.deleter_, nullptr)) {}
+  KernelArguments(const KernelArguments&) = delete;
+  KernelArguments& operator=(const KernelArguments&) = delete;
+  KernelArguments& operator=(KernelArguments&&) = delete;
+
+  /** The pointer to pass to the kernel. */
+  void* get() const {
+    return args_;
+  }
+
+ private:
+  void* args_;
+  accinteArgsDeleter deleter_;
+};
+
+} // namespace
+
+// LITERALINCLUDE START: EMULATOR_KERNEL_LAUNCH
+accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
+                                   void* args, accinteArgsDeleter deleter,
+                                   const void* const* buffers,
+                                   size_t num_buffers) {
+  // Owns the arguments from here on, so every early return releases them.
+  KernelArguments arguments(args, deleter);
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (fn == nullptr || (buffers == nullptr && num_buffers > 0)) {
+    return accinteErrorInvalidValue;
+  }
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  std::vector<AllocationRef> refs;
+  for (size_t i = 0; i < num_buffers; ++i) {
+    auto info = MemoryRegistry::instance().find(buffers[i]);
+    if (!info || info->type != accinteMemoryTypeDevice ||
+        info->device != resolved->device()) {
+      return accinteErrorInvalidDevicePointer;
+    }
+    refs.push_back(info->ref);
+  }
+  resolved->enqueue(makeOperation(
+      [fn, arguments = std::move(arguments), refs = std::move(refs)]() {
+        OpenAllocations open(refs);
+        if (!open.ok()) {
+          // A buffer was freed after the launch: do not run on stale memory.
+          return accinteErrorLaunchFailure;
+        }
+        return fn(arguments.get());
+      }));
+  return accinteSuccess;
+}
+// LITERALINCLUDE END: EMULATOR_KERNEL_LAUNCH

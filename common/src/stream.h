@@ -1,0 +1,208 @@
+#pragma once
+
+#include <accinte/runtime.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace accinte::emulator {
+
+/** One unit of work in a stream's queue: a copy, a kernel, an event record or
+ * a wait. */
+class Operation {
+ public:
+  virtual ~Operation() = default;
+  /** Runs on the stream's worker; a non-success result becomes the stream's
+   * pending failure. */
+  virtual accinteError_t run() = 0;
+};
+
+/** An Operation that calls a move-only callable returning ::accinteError_t.
+ */
+template <typename Fn>
+class CallableOperation final : public Operation {
+ public:
+  explicit CallableOperation(Fn fn) : fn_(std::move(fn)) {}
+  accinteError_t run() override {
+    return fn_();
+  }
+
+ private:
+  Fn fn_;
+};
+
+/** Wraps `fn` (a callable returning ::accinteError_t) as an Operation. */
+template <typename Fn>
+std::unique_ptr<Operation> makeOperation(Fn&& fn) {
+  return std::make_unique<CallableOperation<std::decay_t<Fn>>>(
+      std::forward<Fn>(fn));
+}
+
+/** Returns a fresh value for a stream or event handle.
+ *
+ * NB: handles are serial numbers, never addresses, and streams and events
+ * share the counter: a destroyed handle is never reused and a stream handle
+ * is never a valid event handle, so a stale or mistaken handle is always
+ * reported instead of silently designating another object. */
+uintptr_t newHandleValue();
+
+/**
+ * An in-order queue of operations on one device, run by its own worker
+ * thread.
+ *
+ * Each operation gets a ticket (1, 2, ...) when enqueued; the stream counts
+ * the operations that have *finished* (run and had their arguments released),
+ * so "ticket t is done" is simply `finished >= t`.
+ */
+class Stream {
+ public:
+  /** Starts the worker thread unless `startWorker` is false (then every
+   * operation runs inline on the enqueuing thread). May throw
+   * std::system_error if no thread can be created. */
+  Stream(accinteStream_t handle, int device, int priority, bool isDefault,
+         bool startWorker);
+  /** Drains the queue and joins the worker. */
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  /** The handle the API knows this stream by. */
+  accinteStream_t handle() const {
+    return handle_;
+  }
+  /** The device the stream belongs to. */
+  int device() const {
+    return device_;
+  }
+  /** The clamped priority. */
+  int priority() const {
+    return priority_;
+  }
+  /** True for a device's default stream. */
+  bool isDefault() const {
+    return isDefault_;
+  }
+
+  /** Appends `operation` and returns its ticket. */
+  uint64_t enqueue(std::unique_ptr<Operation> operation);
+
+  /** Blocks until the operation with `ticket` (and all before it) finished.
+   */
+  void waitUntilFinished(uint64_t ticket);
+
+  /** Blocks until everything enqueued so far has finished; leaves any pending
+   * failure in place. */
+  void waitIdle();
+
+  /** ::accinteErrorLaunchFailure (clearing it) if an operation failed,
+   * ::accinteErrorNotReady if work is outstanding, else ::accinteSuccess. */
+  accinteError_t query();
+
+  /** waitIdle(), then returns and clears the pending failure. */
+  accinteError_t synchronize();
+
+  /** Returns ::accinteErrorLaunchFailure and clears it if an operation failed
+   * since the last call, else ::accinteSuccess. */
+  accinteError_t takeFailure();
+
+  /** Asks the worker to finish the queue and exit; later operations run
+   * inline on the enqueuing thread. */
+  void requestStop();
+
+  /** Joins the worker if it exits before `deadline`, else detaches it. */
+  void joinWorker(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  /** The worker thread's loop. */
+  void runWorker();
+
+  /** Runs one operation, turning exceptions into failures. */
+  static accinteError_t runOperation(std::unique_ptr<Operation> operation);
+
+  /** Records that one operation finished with `status`. Needs mutex_. */
+  void finishLocked(accinteError_t status);
+
+  const accinteStream_t handle_;
+  const int device_;
+  const int priority_;
+  const bool isDefault_;
+
+  std::mutex mutex_;
+  std::condition_variable workAvailable_;
+  std::condition_variable workFinished_;
+  std::deque<std::unique_ptr<Operation>> queue_;
+  uint64_t enqueuedCount_ = 0;
+  uint64_t finishedCount_ = 0;
+  /** First failure since the last synchronize or query. */
+  accinteError_t pendingFailure_ = accinteSuccess;
+  bool stopRequested_ = false;
+  /** True once the worker will run no more operations (or never existed). */
+  bool workerExited_ = false;
+  /** True once the exit hook gave up on a worker stuck in a kernel: waiting
+   * for its stream must not hang the rest of the process's exit. */
+  bool workerAbandoned_ = false;
+
+  /** Serialises joining, which the destructor and the exit hook may race on.
+   */
+  std::mutex joinMutex_;
+  std::thread worker_;
+};
+
+/**
+ * Every live stream of the process, by handle, plus each device's default
+ * stream (created on first use and never destroyed).
+ */
+class StreamRegistry {
+ public:
+  /** The process-wide registry (intentionally never destroyed). */
+  static StreamRegistry& instance();
+
+  /** Creates a stream on `device` with an already clamped priority. */
+  accinteError_t create(int device, int priority, accinteStream_t* handle);
+
+  /** Resolves a handle; NULL means the current device's default stream. */
+  accinteError_t resolve(accinteStream_t handle,
+                         std::shared_ptr<Stream>* stream);
+
+  /** Returns `device`'s default stream, creating it on first use. */
+  accinteError_t defaultStream(int device, std::shared_ptr<Stream>* stream);
+
+  /** Unregisters a (non-default) stream, waits for its work and destroys it.
+   */
+  accinteError_t destroy(accinteStream_t handle);
+
+  /** Every live stream of `device`, or of all devices if `device` is -1. */
+  std::vector<std::shared_ptr<Stream>> streamsOf(int device);
+
+  /** At process exit: lets every worker finish its queue, joins the ones
+   * that do so promptly and detaches the rest. */
+  void shutdown();
+
+ private:
+  StreamRegistry() = default;
+
+  /** Creates and registers a stream. Needs mutex_. */
+  accinteError_t createLocked(int device, int priority, bool isDefault,
+                              std::shared_ptr<Stream>* stream);
+
+  std::mutex mutex_;
+  std::unordered_map<uintptr_t, std::shared_ptr<Stream>> streams_;
+  std::vector<std::shared_ptr<Stream>> defaultStreams_;
+  bool shutDown_ = false;
+};
+
+/** The stream priority range: lower numbers mean higher priority. */
+constexpr int kLeastStreamPriority = 0;
+/** See kLeastStreamPriority. */
+constexpr int kGreatestStreamPriority = -2;
+
+} // namespace accinte::emulator
