@@ -30,7 +30,7 @@ namespace accinte {
  * on the inputs' accinte device, on `stack`.
  *
  * Before anything is copied it refuses, with `NotImplementedError`, an
- * operator that returns a view or that ::accinte::nativeOnlyOperators lists,
+ * operator that returns a view or that nativeOnlyOperators() lists,
  * and, with `RuntimeError`, arguments on two different accinte devices.
  */
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
