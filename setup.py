@@ -75,7 +75,9 @@ def entry_points():
 
 
 setup(
-    packages=["torch_accinte"],
+    # NB: no source package to list: the package is the final stage's tree,
+    # which exists only once CMake has built it; BuildFinalStage copies it.
+    packages=[],
     cmdclass={"build_py": BuildFinalStage},
     distclass=BinaryDistribution,
     entry_points=entry_points(),
