@@ -16,7 +16,7 @@ import sys
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 from setuptools import Distribution, setup  # noqa: E402
-from setuptools.command.build_py import build_py  # noqa: E402
+from setuptools.command.build_ext import build_ext  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CMAKE_DIR = os.path.join(ROOT, "build", "cmake")
@@ -32,7 +32,7 @@ def stage_python_dir():
     return os.path.join(ROOT, "build", f"stage{final_stage()}", "python")
 
 
-class BuildFinalStage(build_py):
+class BuildFinalStage(build_ext):
     """Configures and builds with CMake, then copies the final stage tree."""
 
     def run(self):
@@ -76,9 +76,11 @@ def entry_points():
 
 setup(
     # NB: no source package to list: the package is the final stage's tree,
-    # which exists only once CMake has built it; BuildFinalStage copies it.
+    # which exists only once CMake has built it; BuildFinalStage (run as the
+    # build_ext step, since the package is all compiled code and its glue)
+    # copies it into the wheel.
     packages=[],
-    cmdclass={"build_py": BuildFinalStage},
+    cmdclass={"build_ext": BuildFinalStage},
     distclass=BinaryDistribution,
     entry_points=entry_points(),
     zip_safe=False,
