@@ -130,16 +130,19 @@ void orderAfter(Stream& waiter, Stream& waited) {
   }));
 }
 
+/** True for the five ::accinteMemcpyKind values. */
+bool isMemcpyKind(accinteMemcpyKind kind) {
+  return enumValue(kind) >= accinteMemcpyHostToHost &&
+         enumValue(kind) <= accinteMemcpyDefault;
+}
+
 } // namespace
 
 accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
                              accinteMemcpyKind kind) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   if (count == 0) {
-    return enumValue(kind) >= accinteMemcpyHostToHost &&
-                   enumValue(kind) <= accinteMemcpyDefault
-               ? accinteSuccess
-               : accinteErrorInvalidValue;
+    return isMemcpyKind(kind) ? accinteSuccess : accinteErrorInvalidValue;
   }
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
@@ -179,10 +182,7 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
   if (count == 0) {
-    return enumValue(kind) >= accinteMemcpyHostToHost &&
-                   enumValue(kind) <= accinteMemcpyDefault
-               ? accinteSuccess
-               : accinteErrorInvalidValue;
+    return isMemcpyKind(kind) ? accinteSuccess : accinteErrorInvalidValue;
   }
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));

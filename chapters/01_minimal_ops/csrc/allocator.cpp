@@ -84,13 +84,9 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
     checkDeviceIndex(device);
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& stats = stats_[device];
-    for (auto* stat : {&stats.allocation, &stats.segment, &stats.active,
-                       &stats.allocated_bytes, &stats.reserved_bytes,
-                       &stats.active_bytes, &stats.requested_bytes}) {
-      for (auto& entry : *stat) {
-        entry.reset_accumulated();
-      }
-    }
+    forEachStat(stats, [](c10::CachingAllocator::Stat& stat) {
+      stat.reset_accumulated();
+    });
     stats.num_device_alloc = 0;
     stats.num_device_free = 0;
     stats.num_ooms = 0;
@@ -99,14 +95,8 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override {
     checkDeviceIndex(device);
     std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& stats = stats_[device];
-    for (auto* stat : {&stats.allocation, &stats.segment, &stats.active,
-                       &stats.allocated_bytes, &stats.reserved_bytes,
-                       &stats.active_bytes, &stats.requested_bytes}) {
-      for (auto& entry : *stat) {
-        entry.reset_peak();
-      }
-    }
+    forEachStat(stats_[device],
+                [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
@@ -128,6 +118,18 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   }
 
  private:
+  /** Applies `action` to every statistic this allocator keeps. */
+  template <typename Action>
+  static void forEachStat(DeviceStats& stats, Action action) {
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active,
+                        &stats.allocated_bytes, &stats.reserved_bytes,
+                        &stats.active_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) {
+        action(stat);
+      }
+    }
+  }
+
   struct Block {
     size_t nbytes;
     c10::DeviceIndex device;
