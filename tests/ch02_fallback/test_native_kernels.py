@@ -162,3 +162,27 @@ def test_fallback_waits_for_the_stream_where_native_kernels_do_not():
         assert stream.query()
     del gate
     torch.testing.assert_close(result.cpu(), torch.tensor([1.0, 2.0]).exp())
+
+
+def test_copies_across_devices_are_ordered_by_streams_not_the_host():
+    # Chapter 01's cross-device copy, observed with this chapter's gate: the
+    # copy waits on the device for the source's stream and holds it in turn.
+    source = torch.arange(64.0).to("accinte:0")
+    target = torch.full((64,), -1.0).to("accinte:1")
+    torch.accinte.synchronize(0)
+    torch.accinte.synchronize(1)
+    source_stream = torch.Stream(device="accinte:0")
+    target_stream = torch.Stream(device="accinte:1")
+    with torch.accinte.stream(source_stream), torch.accinte.stream(target_stream):
+        gate = _C._TestingStreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        target.copy_(source)  # returns at once although the source is held
+        source.neg_()  # queued on the source stream after the copy's read
+    try:
+        assert not target_stream.query()
+        torch.testing.assert_close(target.cpu(), torch.full((64,), -1.0))
+    finally:
+        gate.open()
+    target_stream.synchronize()
+    source_stream.synchronize()
+    torch.testing.assert_close(target.cpu(), torch.arange(64.0))
+    torch.testing.assert_close(source.cpu(), -torch.arange(64.0))

@@ -172,13 +172,31 @@ void copyDeviceToHost(const at::Tensor& src, const at::Tensor& dst,
 }
 // LITERALINCLUDE END: CH01_COPY_D2H
 
-void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst,
-                        bool non_blocking) {
+/**
+ * Makes `waiter` wait, on the device and without blocking the host, for all
+ * work enqueued on `signaller` so far. The streams may be on two devices.
+ */
+void streamWaitStream(const c10::Stream& waiter, const c10::Stream& signaller) {
+  const c10::DeviceGuard guard(signaller.device());
+  accinteEvent_t event = nullptr;
+  ACCINTE_CHECK(accinteEventCreateWithFlags(&event, accinteEventDisableTiming));
+  accinteError_t status = accinteEventRecord(event, nativeStream(signaller));
+  if (status == accinteSuccess) {
+    status = accinteStreamWaitEvent(nativeStream(waiter), event);
+  }
+  // NB: destroying the event at once is safe: a stream already waiting on
+  // its record keeps that record alive until it completes.
+  (void)accinteEventDestroy(event);
+  ACCINTE_CHECK(status);
+}
+
+// LITERALINCLUDE START: CH01_COPY_D2D
+void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
   const c10::DeviceIndex device = dst.device().index();
+  const c10::DeviceGuard guard(dst.device());
+  // NB: as on CUDA, a copy between device tensors is ordered by streams and
+  // never makes the host wait, whatever non_blocking says.
   if (src.device() == dst.device()) {
-    const c10::DeviceGuard guard(dst.device());
-    // NB: as on CUDA, a copy within one device is ordered by the stream and
-    // does not make the host wait, whatever non_blocking says.
     if (sameDenseLayout(src, dst)) {
       copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
                 accinteMemcpyDeviceToDevice, device, /*synchronize=*/false);
@@ -191,21 +209,26 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst,
         [source, target] { target.cpuView().copy_(source.cpuView()); });
     return;
   }
-  // Across devices. NB: the copy runs on the destination's current stream,
-  // so the source's current stream is drained first, and the copy is waited
-  // for, so later work on the source device cannot overwrite what is read.
-  synchronizeCurrentStream(src.device().index());
   if (sameDenseLayout(src, dst)) {
-    const c10::DeviceGuard guard(dst.device());
+    // Across devices the copy runs on the destination's current stream. It
+    // waits for what the source's current stream still has to write, and
+    // the source's stream waits for the copy before it may overwrite what
+    // is being read.
+    const c10::Stream source_stream = currentStream(src.device().index());
+    const c10::Stream target_stream = currentStream(device);
+    streamWaitStream(target_stream, source_stream);
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
-              accinteMemcpyDeviceToDevice, device, /*synchronize=*/true);
+              accinteMemcpyDeviceToDevice, device, /*synchronize=*/false);
+    streamWaitStream(source_stream, target_stream);
     return;
   }
+  // A strided view across devices goes through the host.
   const at::Tensor staging =
       at::empty(src.sizes(), src.options().device(at::kCPU));
   copyDeviceToHost(src, staging, /*non_blocking=*/false);
   copyHostToDevice(staging, dst, /*non_blocking=*/false);
 }
+// LITERALINCLUDE END: CH01_COPY_D2D
 
 // LITERALINCLUDE START: CH01_COPY_FROM
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
@@ -224,7 +247,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   } else if (dst.is_cpu()) {
     copyDeviceToHost(self, dst, non_blocking);
   } else {
-    copyDeviceToDevice(self, dst, non_blocking);
+    copyDeviceToDevice(self, dst);
   }
   return dst;
 }
