@@ -49,6 +49,53 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120):
     )
 
 
+def _global_state() -> dict:
+    """What a test must leave as it found it: the current device, each
+    device's current stream, autocast, and the random seeds."""
+    count = torch.accinte.device_count()
+    state = {
+        "current device": torch.accinte.current_device(),
+        "current streams": [torch.accinte.current_stream(i) for i in range(count)],
+        "autocast": [(device, torch.is_autocast_enabled(device),
+                      torch.get_autocast_dtype(device))
+                     for device in ("cpu", "accinte")],
+        "CPU seed": torch.initial_seed(),
+    }
+    if hasattr(torch.accinte, "initial_seed"):  # chapter 08
+        state["accinte seeds"] = [torch.accinte.initial_seed()]
+    return state
+
+
+def _default_streams() -> list:
+    return [torch.accinte.default_stream(i) for i in range(torch.accinte.device_count())]
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_state_behind():
+    """Every test starts on device 0 with the default streams current and
+    ends with the global state it started with.
+
+    NB: a leak is reported on the test that caused it, then undone, so that
+    it cannot make later tests pass or fail for the wrong reason (a stream
+    left current on device 1 silently moves another test's work there).
+    """
+    before = _global_state()
+    assert before["current device"] == 0, "a test started on a device other than 0"
+    assert before["current streams"] == _default_streams(), (
+        "a test started with a non-default current stream")
+    yield
+    after = _global_state()
+    leaked = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+    if leaked:
+        for stream in _default_streams():
+            torch.accinte.set_stream(stream)
+        torch.accinte.set_device(0)
+        for device, enabled, dtype in before["autocast"]:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        pytest.fail(f"the test left global state changed (before, after): {leaked}")
+
+
 @pytest.fixture
 def accinte():
     """The first accinte device."""

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 using namespace accinte::emulator;
@@ -71,12 +72,20 @@ accinteError_t accinteGetDeviceProperties(accinteDeviceProp* prop, int device) {
 
 accinteError_t accinteDeviceSynchronize(void) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   accinteError_t firstFailure = accinteSuccess;
+  std::string firstMessage;
   for (auto& stream : StreamRegistry::instance().streamsOf(currentDevice())) {
     const accinteError_t status = stream->synchronize();
-    if (firstFailure == accinteSuccess) {
+    if (firstFailure == accinteSuccess && status != accinteSuccess) {
       firstFailure = status;
+      firstMessage = accinteGetLastFailureMessage();
     }
+  }
+  // NB: every failing stream told this thread its message; the one reported
+  // is the first's.
+  if (firstFailure != accinteSuccess) {
+    setLastFailureMessage(std::move(firstMessage));
   }
   return firstFailure;
 }

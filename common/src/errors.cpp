@@ -10,7 +10,7 @@ struct ErrorText {
   const char* description;
 };
 
-static_assert(accinteErrorForkedChild == 15,
+static_assert(accinteErrorNotPermitted == 16,
               "a new error code needs its name and description below");
 
 ErrorText errorText(accinteError_t error) {
@@ -65,6 +65,10 @@ ErrorText errorText(accinteError_t error) {
       return {"accinteErrorForkedChild",
               "the runtime was initialised before fork() and cannot be used "
               "in the child process"};
+    case accinteErrorNotPermitted:
+      return {"accinteErrorNotPermitted",
+              "the call would wait for a stream from inside a kernel running "
+              "on a stream's worker thread"};
   }
   return {"accinteErrorUnknown", "unknown error code"};
 }

@@ -148,6 +148,7 @@ accinteError_t accinteEventQuery(accinteEvent_t event) {
 
 accinteError_t accinteEventSynchronize(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
   if (auto record = resolved->latestRecord()) {

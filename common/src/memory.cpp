@@ -259,6 +259,7 @@ accinteError_t accinteMalloc(void** ptr, size_t size) {
 
 accinteError_t accinteFree(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   if (ptr == nullptr) {
     return accinteSuccess;
   }
@@ -318,6 +319,7 @@ accinteError_t accinteMallocHost(void** ptr, size_t size) {
 
 accinteError_t accinteFreeHost(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   if (ptr == nullptr) {
     return accinteSuccess;
   }

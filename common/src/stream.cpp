@@ -30,6 +30,28 @@ uintptr_t fromStreamHandle(accinteStream_t handle) {
 
 } // namespace
 
+namespace {
+
+/** Set on each stream's worker thread; see onStreamWorker(). */
+thread_local bool isStreamWorker = false;
+
+/** The message of the failure last reported to this thread. */
+thread_local std::string lastFailureMessage;
+
+} // namespace
+
+bool onStreamWorker() {
+  return isStreamWorker;
+}
+
+void setLastFailureMessage(std::string message) {
+  lastFailureMessage = std::move(message);
+}
+
+accinteError_t checkNotOnStreamWorker() {
+  return isStreamWorker ? accinteErrorNotPermitted : accinteSuccess;
+}
+
 uintptr_t newHandleValue() {
   static std::atomic<uintptr_t> nextValue{1};
   return nextValue.fetch_add(1);
@@ -60,6 +82,7 @@ Stream::~Stream() {
 
 // LITERALINCLUDE START: EMULATOR_STREAM_WORKER
 void Stream::runWorker() {
+  isStreamWorker = true;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     workAvailable_.wait(lock,
@@ -75,36 +98,66 @@ void Stream::runWorker() {
     lock.unlock();
     // NB: the operation is destroyed (kernel arguments released) before it
     // counts as finished, so that a synchronize also covers the deleter.
-    const accinteError_t status = runOperation(std::move(operation));
+    Outcome outcome = runOperation(std::move(operation));
     lock.lock();
-    finishLocked(status);
+    finishLocked(std::move(outcome));
   }
 }
 
-accinteError_t Stream::runOperation(std::unique_ptr<Operation> operation) {
-  accinteError_t status = accinteErrorLaunchFailure;
+Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
+  Outcome outcome{accinteErrorLaunchFailure, ""};
+  // A throwing kernel is a failed kernel, not a dead process; what it said
+  // is kept for whoever is told of the failure.
   try {
-    status = operation->run();
+    outcome.status = operation->run();
+    if (outcome.status != accinteSuccess) {
+      outcome.message = std::string("a kernel or copy returned ") +
+                        accinteGetErrorName(outcome.status) + ": " +
+                        accinteGetErrorString(outcome.status);
+    }
+  } catch (const std::exception& error) {
+    outcome.message = error.what();
   } catch (...) {
-    // A throwing kernel is a failed kernel, not a dead process.
-    status = accinteErrorLaunchFailure;
+    outcome.message =
+        "a kernel threw an exception that is not a "
+        "std::exception";
   }
   try {
     operation.reset();
+  } catch (const std::exception& error) {
+    if (outcome.status == accinteSuccess) {
+      outcome = {
+          accinteErrorLaunchFailure,
+          std::string("releasing a kernel's arguments threw: ") + error.what()};
+    }
   } catch (...) {
-    status = accinteErrorLaunchFailure;
+    if (outcome.status == accinteSuccess) {
+      outcome = {accinteErrorLaunchFailure,
+                 "releasing a kernel's arguments threw"};
+    }
   }
-  return status;
+  return outcome;
 }
 
-void Stream::finishLocked(accinteError_t status) {
+void Stream::finishLocked(Outcome outcome) {
   // NB: failures are sticky: the first one is kept until a synchronize or
   // query reports it, since nobody waits on an individual operation.
-  if (status != accinteSuccess && pendingFailure_ == accinteSuccess) {
-    pendingFailure_ = status;
+  if (outcome.status != accinteSuccess && pendingFailure_ == accinteSuccess) {
+    pendingFailure_ = outcome.status;
+    pendingFailureMessage_ = std::move(outcome.message);
   }
   ++finishedCount_;
   workFinished_.notify_all();
+}
+
+accinteError_t Stream::takeFailureLocked() {
+  if (pendingFailure_ == accinteSuccess) {
+    return accinteSuccess;
+  }
+  pendingFailure_ = accinteSuccess;
+  lastFailureMessage = std::move(pendingFailureMessage_);
+  pendingFailureMessage_.clear();
+  return accinteErrorLaunchFailure;
 }
 // LITERALINCLUDE END: EMULATOR_STREAM_WORKER
 
@@ -119,9 +172,9 @@ uint64_t Stream::enqueue(std::unique_ptr<Operation> operation) {
   // No worker (the process is exiting): run in place. Nothing can be queued
   // ahead, so the order is kept.
   lock.unlock();
-  const accinteError_t status = runOperation(std::move(operation));
+  Outcome outcome = runOperation(std::move(operation));
   lock.lock();
-  finishLocked(status);
+  finishLocked(std::move(outcome));
   return ticket;
 }
 
@@ -142,10 +195,7 @@ void Stream::waitIdle() {
 
 accinteError_t Stream::query() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pendingFailure_ != accinteSuccess) {
-    pendingFailure_ = accinteSuccess;
-    return accinteErrorLaunchFailure;
-  }
+  ACCINTE_RETURN_IF_ERROR(takeFailureLocked());
   // NB: compared with the *finished* count, not the queue: an operation that
   // has been dequeued but is still running is not done.
   return finishedCount_ == enqueuedCount_ ? accinteSuccess
@@ -159,11 +209,7 @@ accinteError_t Stream::synchronize() {
 
 accinteError_t Stream::takeFailure() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pendingFailure_ == accinteSuccess) {
-    return accinteSuccess;
-  }
-  pendingFailure_ = accinteSuccess;
-  return accinteErrorLaunchFailure;
+  return takeFailureLocked();
 }
 
 void Stream::requestStop() {
@@ -361,6 +407,7 @@ accinteError_t accinteGetDefaultStream(int device, accinteStream_t* stream) {
 
 accinteError_t accinteStreamDestroy(accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   return StreamRegistry::instance().destroy(stream);
 }
 
@@ -374,6 +421,7 @@ accinteError_t accinteStreamQuery(accinteStream_t stream) {
 
 accinteError_t accinteStreamSynchronize(accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
@@ -470,3 +518,7 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_KERNEL_LAUNCH
+
+const char* accinteGetLastFailureMessage(void) {
+  return lastFailureMessage.c_str();
+}

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -54,6 +55,19 @@ std::unique_ptr<Operation> makeOperation(Fn&& fn) {
  * is never a valid event handle, so a stale or mistaken handle is always
  * reported instead of silently designating another object. */
 uintptr_t newHandleValue();
+
+/** True on a stream's worker thread, that is, inside a kernel or copy (or
+ * the release of a kernel's arguments). A call that waits for streams must
+ * refuse to run there: the stream it waits for may be this thread's own. */
+bool onStreamWorker();
+
+/** Makes `message` what accinteGetLastFailureMessage() tells the calling
+ * thread. */
+void setLastFailureMessage(std::string message);
+
+/** Returns ::accinteErrorNotPermitted on a stream's worker thread, else
+ * ::accinteSuccess; see onStreamWorker(). */
+accinteError_t checkNotOnStreamWorker();
 
 /**
  * An in-order queue of operations on one device, run by its own worker
@@ -125,11 +139,23 @@ class Stream {
   /** The worker thread's loop. */
   void runWorker();
 
-  /** Runs one operation, turning exceptions into failures. */
-  static accinteError_t runOperation(std::unique_ptr<Operation> operation);
+  /** What became of one operation. */
+  struct Outcome {
+    accinteError_t status;
+    /** Why it failed ("" on success). */
+    std::string message;
+  };
 
-  /** Records that one operation finished with `status`. Needs mutex_. */
-  void finishLocked(accinteError_t status);
+  /** Runs one operation, turning exceptions into failures. */
+  static Outcome runOperation(std::unique_ptr<Operation> operation);
+
+  /** Records that one operation finished. Needs mutex_. */
+  void finishLocked(Outcome outcome);
+
+  /** Reports and clears the pending failure, if any: tells the calling
+   * thread its message and returns ::accinteErrorLaunchFailure; else returns
+   * ::accinteSuccess. Needs mutex_. */
+  accinteError_t takeFailureLocked();
 
   const accinteStream_t handle_;
   const int device_;
@@ -142,8 +168,9 @@ class Stream {
   std::deque<std::unique_ptr<Operation>> queue_;
   uint64_t enqueuedCount_ = 0;
   uint64_t finishedCount_ = 0;
-  /** First failure since the last synchronize or query. */
+  /** First failure since the last synchronize or query, and its message. */
   accinteError_t pendingFailure_ = accinteSuccess;
+  std::string pendingFailureMessage_;
   bool stopRequested_ = false;
   /** True once the worker will run no more operations (or never existed). */
   bool workerExited_ = false;

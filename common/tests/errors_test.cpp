@@ -25,6 +25,7 @@ constexpr accinteError_t kAllErrors[] = {
     accinteErrorEventNotRecorded,
     accinteErrorInvalidHostPointer,
     accinteErrorForkedChild,
+    accinteErrorNotPermitted,
 };
 
 TEST(Errors, EveryCodeHasItsOwnNameAndDescription) {

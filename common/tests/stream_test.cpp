@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -360,6 +361,75 @@ TEST(Kernel, ExceptionsAreFailuresNotCrashes) {
   EXPECT_OK(accinteStreamSynchronize(stream));
   EXPECT_TRUE(ran);
   ASSERT_OK(accinteStreamDestroy(stream));
+}
+
+TEST(Kernel, TheFirstFailureKeepsItsMessage) {
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  ASSERT_OK(accinte::launchKernel(stream, {}, []() -> accinteError_t {
+    throw std::runtime_error("shape mismatch in kernel 1");
+  }));
+  ASSERT_OK(accinte::launchKernel(stream, {}, []() -> accinteError_t {
+    throw std::runtime_error("kernel 2");
+  }));
+  EXPECT_EQ(accinteStreamSynchronize(stream), accinteErrorLaunchFailure);
+  EXPECT_STREQ(accinteGetLastFailureMessage(), "shape mismatch in kernel 1");
+  // A failure reported by query, and one returned as a code, say so too.
+  ASSERT_OK(accinte::launchKernel(stream, {},
+                                  [] { return accinteErrorInvalidValue; }));
+  // Waiting through an event leaves the failure for the query to report.
+  accinteEvent_t done = nullptr;
+  ASSERT_OK(accinteEventCreate(&done));
+  ASSERT_OK(accinteEventRecord(done, stream));
+  ASSERT_OK(accinteEventSynchronize(done));
+  ASSERT_OK(accinteEventDestroy(done));
+  EXPECT_EQ(accinteStreamQuery(stream), accinteErrorLaunchFailure);
+  EXPECT_NE(std::string(accinteGetLastFailureMessage())
+                .find("accinteErrorInvalidValue"),
+            std::string::npos);
+  // The message belongs to the thread it was reported to.
+  std::string seenElsewhere = "unset";
+  std::thread([&] { seenElsewhere = accinteGetLastFailureMessage(); }).join();
+  EXPECT_EQ(seenElsewhere, "");
+  ASSERT_OK(accinteStreamDestroy(stream));
+}
+
+TEST(Kernel, DeviceSynchronizeReportsTheFirstFailingStreamsMessage) {
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  ASSERT_OK(accinte::launchKernel(stream, {}, []() -> accinteError_t {
+    throw std::runtime_error("the only failure");
+  }));
+  EXPECT_EQ(accinteDeviceSynchronize(), accinteErrorLaunchFailure);
+  EXPECT_STREQ(accinteGetLastFailureMessage(), "the only failure");
+  ASSERT_OK(accinteStreamDestroy(stream));
+}
+
+TEST(Kernel, WaitingCallsAreRefusedOnAStreamWorker) {
+  // A kernel's arguments are released on the worker: dropping the last
+  // owner of device or pinned memory there must not wait for the worker's
+  // own stream (a deadlock); the runtime refuses and the memory stays live.
+  void* device = nullptr;
+  void* host = nullptr;
+  ASSERT_OK(accinteMalloc(&device, 64));
+  ASSERT_OK(accinteMallocHost(&host, 64));
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteEventCreate(&event));
+  std::vector<accinteError_t> seen;
+  ASSERT_OK(accinte::launchKernel(nullptr, {}, [&] {
+    seen = {accinteFree(device), accinteFreeHost(host),
+            accinteDeviceSynchronize(), accinteStreamSynchronize(nullptr),
+            accinteEventSynchronize(event)};
+  }));
+  ASSERT_OK(accinteStreamSynchronize(nullptr));
+  ASSERT_EQ(seen.size(), 5u);
+  for (accinteError_t status : seen) {
+    EXPECT_EQ(status, accinteErrorNotPermitted);
+  }
+  // Both allocations are still live and can be freed from the host.
+  EXPECT_OK(accinteFree(device));
+  EXPECT_OK(accinteFreeHost(host));
+  ASSERT_OK(accinteEventDestroy(event));
 }
 
 TEST(Kernel, SharedAllocationStaysOpenWhileAnyKernelUsesIt) {

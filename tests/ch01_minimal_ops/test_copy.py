@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch_accinte  # noqa: F401
 from conftest import only_before
+from torch_accinte import _C
 
 DTYPES = [
     torch.float32, torch.float64, torch.float16, torch.bfloat16,
@@ -116,13 +117,147 @@ def test_across_devices(contiguous):
     torch.testing.assert_close(back.cpu(), expected)
 
 
-def test_non_blocking_copies():
+GATE_TIMEOUT = 30.0
+
+
+def pinned(cpu):
+    """A copy of ``cpu`` in pinned host memory straight from the emulator
+    (chapter 07 adds ``Tensor.pin_memory()``; these tests need it earlier)."""
+    raw = _C._testing.pinned_bytes(cpu.numel() * cpu.element_size())
+    result = raw.view(cpu.dtype).view(cpu.shape)
+    result.copy_(cpu)
+    return result
+
+
+def test_pageable_non_blocking_copies_are_synchronous():
+    # Pageable memory may be reused the moment copy_ returns, so a
+    # non_blocking copy from or to it must have finished by then: with the
+    # stream held by a gate that gives up after 0.5 s, the copies can only
+    # return once the gate is gone and the bytes have moved.
     cpu = sample((1000,), torch.float32)
-    on_device = cpu.to("accinte", non_blocking=True)
-    result = torch.empty_like(cpu)
+    on_device = torch.empty(1000, device="accinte")
+    gate = _C._testing.StreamGate(0, timeout_seconds=0.5)
+    on_device.copy_(cpu, non_blocking=True)
+    result = torch.full_like(cpu, -1.0)
     result.copy_(on_device, non_blocking=True)
+    torch.testing.assert_close(result, cpu)  # no synchronize needed
+    gate.open()
+
+
+def test_pinned_host_to_device_is_asynchronous_and_ordered():
+    cpu = sample((4096,), torch.float32)
+    source = pinned(cpu)
+    target = torch.zeros(4096).to("accinte")
+    stream = torch.accinte.current_stream()
+    gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
+    try:
+        target.copy_(source, non_blocking=True)  # returns at once ...
+        assert not stream.query()                # ... with the copy queued
+    finally:
+        gate.open()
+    stream.synchronize()
+    torch.testing.assert_close(target.cpu(), cpu)
+
+
+def test_pinned_device_to_host_is_asynchronous_and_ordered():
+    cpu = sample((4096,), torch.float32)
+    on_device = cpu.to("accinte")
+    target = pinned(torch.full((4096,), -1.0))
+    stream = torch.accinte.current_stream()
+    gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
+    try:
+        target.copy_(on_device, non_blocking=True)
+        assert not stream.query()
+        # Nothing has landed while the stream is held.
+        torch.testing.assert_close(target, torch.full((4096,), -1.0))
+    finally:
+        gate.open()
+    stream.synchronize()
+    torch.testing.assert_close(target, cpu)
+
+
+@pytest.mark.parametrize(
+    "source_shape,target_shape",
+    [((3,), (0,)), ((4,), (2, 3)), ((2, 3), (3,)), ((2, 1, 3), (1, 3))],
+    ids=["into-empty", "not-broadcastable", "more-dims", "broadcast-grows-target"],
+)
+@pytest.mark.parametrize("direction", ["h2d", "d2h", "d2d"])
+def test_copy_shape_mismatch_is_the_cpu_error_before_anything_runs(
+        direction, source_shape, target_shape):
+    source = torch.ones(source_shape)
+    target = torch.zeros(target_shape)
+    with pytest.raises(RuntimeError) as cpu_error:
+        target.clone().copy_(source)
+    if direction != "d2h":
+        target = target.to("accinte")
+    if direction != "h2d":
+        source = source.to("accinte")
+    with pytest.raises(RuntimeError) as accinte_error:
+        target.copy_(source)
+    assert str(accinte_error.value) == str(cpu_error.value)
+    # Checked on the host: the stream is not poisoned, and nothing was written.
     torch.accinte.synchronize()
-    torch.testing.assert_close(result, cpu)
+    torch.testing.assert_close(target.cpu(), torch.zeros(target_shape))
+
+
+def test_copy_refuses_partial_overlap_as_the_cpu_does():
+    cpu = torch.arange(8.0)
+    with pytest.raises(RuntimeError) as cpu_error:
+        cpu[1:].copy_(cpu[:-1])
+    on_device = torch.arange(8.0).to("accinte")
+    with pytest.raises(RuntimeError) as accinte_error:
+        on_device[1:].copy_(on_device[:-1])
+    assert str(accinte_error.value) == str(cpu_error.value)
+    torch.testing.assert_close(on_device.cpu(), torch.arange(8.0))
+
+
+COMPLEX = torch.complex(torch.linspace(-3, 3, 12), torch.linspace(2, -5, 12)).reshape(3, 4)
+
+MATH_BIT_VIEWS = [
+    ("conj", lambda t: t.conj()),
+    ("neg", lambda t: t._neg_view()),
+    ("conj-neg", lambda t: t.conj()._neg_view()),
+    ("conj-transposed", lambda t: t.conj().t()),
+    ("conj-strided", lambda t: t[:, ::2].conj()),
+]
+
+
+@pytest.mark.parametrize("view", [v[1] for v in MATH_BIT_VIEWS], ids=[v[0] for v in MATH_BIT_VIEWS])
+def test_lazy_conjugate_and_negative_views_copy_resolved(view):
+    # Until fixed, these recursed without end (the conjugate fallback on
+    # _copy_from clones, the clone copies, the copy calls _copy_from) and
+    # killed the process.
+    on_device = COMPLEX.to("accinte")
+    expected = view(COMPLEX).resolve_conj().resolve_neg()
+    torch.testing.assert_close(view(on_device).cpu(), expected)
+    torch.testing.assert_close(view(on_device).resolve_conj().resolve_neg().cpu(), expected)
+    target = torch.zeros_like(expected).to("accinte")
+    target.copy_(view(on_device))  # device to device
+    torch.testing.assert_close(target.cpu(), expected)
+    target.copy_(view(COMPLEX))    # host to device
+    torch.testing.assert_close(target.cpu(), expected)
+    host = torch.zeros_like(expected)
+    host.copy_(view(on_device))    # device to host
+    torch.testing.assert_close(host, expected)
+    on_one = torch.zeros_like(expected).to("accinte:1")
+    on_one.copy_(view(on_device))  # across devices
+    torch.testing.assert_close(on_one.cpu(), expected)
+
+
+def test_copy_into_a_conjugated_view_writes_conjugated_memory():
+    on_device = torch.zeros(3, 4, dtype=torch.complex64).to("accinte")
+    cpu = torch.zeros(3, 4, dtype=torch.complex64)
+    on_device.conj().copy_(COMPLEX.to("accinte"))
+    cpu.conj().copy_(COMPLEX)
+    torch.testing.assert_close(on_device.cpu(), cpu)
+    on_device._neg_view().copy_(COMPLEX)
+    cpu._neg_view().copy_(COMPLEX)
+    torch.testing.assert_close(on_device.cpu(), cpu)
+
+
+def test_conjugated_item():
+    value = torch.tensor(1.5 - 2j)
+    assert value.to("accinte").conj().item() == value.conj().item()
 
 
 @only_before("07_memory")

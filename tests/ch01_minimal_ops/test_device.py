@@ -1,12 +1,15 @@
 """Chapter 01: the device module, the guard, torch.accelerator, errors."""
 
+import gc
 import os
 import threading
+import time
 
 import pytest
 import torch
 import torch_accinte  # noqa: F401
 from conftest import only_before, run_python
+from torch_accinte import _C
 
 
 def test_device_module_is_registered():
@@ -36,6 +39,36 @@ def test_device_context_manager_restores():
     assert torch.accinte.current_device() == 0
 
 
+def test_device_context_manager_restores_after_set_device_inside():
+    # The body moving to the very device the block selected must not stop
+    # the exit from restoring the device of entry.
+    with torch.accinte.device(1):
+        torch.accinte.set_device(1)
+    assert torch.accinte.current_device() == 0
+    with torch.accinte.device(1):
+        torch.accinte.set_device(0)
+    assert torch.accinte.current_device() == 0
+
+
+def test_stream_context_manager_restores_device_and_stream():
+    on_one = torch.accinte.Stream(device=1)
+    with torch.accinte.stream(on_one) as entered:
+        assert entered is on_one
+        assert torch.accinte.current_device() == 1   # as torch.cuda.stream
+        assert torch.accinte.current_stream(1) == on_one
+        assert torch.accinte.current_stream(0).stream_id == 0
+    assert torch.accinte.current_device() == 0
+    assert torch.accinte.current_stream(1).stream_id == 0
+    on_zero = torch.accinte.Stream(device=0)
+    with torch.accinte.stream(on_zero):
+        torch.accinte.set_device(1)
+    assert torch.accinte.current_device() == 0
+    assert torch.accinte.current_stream(0).stream_id == 0
+    with torch.accinte.stream(None) as nothing:
+        assert nothing is None
+    assert torch.accinte.current_device() == 0
+
+
 def test_device_properties():
     properties = torch.accinte.get_device_properties(1)
     assert "AccInte" in properties.name
@@ -54,8 +87,10 @@ def test_generated_methods():
     assert module.weight.device.type == "accinte"
     storage = cpu.untyped_storage().accinte()
     assert storage.is_accinte and storage.device.type == "accinte"
-    torch.testing.assert_close(torch.tensor([], dtype=torch.uint8).new_empty(0).cpu(),
-                               torch.tensor([], dtype=torch.uint8))
+    # The storage holds the tensor's bytes, on the device and back.
+    on_storage = torch.empty(0, device="accinte").set_(storage).view(2, 3)
+    torch.testing.assert_close(on_storage.cpu(), cpu)
+    torch.testing.assert_close(torch.empty(0).set_(storage.cpu()).view(2, 3), cpu)
 
 
 def test_accelerator_api():
@@ -99,23 +134,55 @@ def test_streams_and_current_stream():
     assert isinstance(event, torch.Event) and event.device == torch.device("accinte:0")
 
 
-def test_events_order_streams_and_time():
+def test_wait_event_orders_two_streams():
     first = torch.Stream(device="accinte:0")
     second = torch.Stream(device="accinte:0")
     host = torch.arange(1 << 16, dtype=torch.float32)
+    source = host.to("accinte")
+    middle = torch.zeros_like(host).to("accinte")
+    final = torch.zeros_like(host).to("accinte")
     with first:
-        on_device = host.to("accinte")
-        start = torch.Event(device="accinte", enable_timing=True)
-        start.record(first)
-        end = torch.Event(device="accinte", enable_timing=True)
-        end.record(first)
-    second.wait_event(end)
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
+        middle.copy_(source)   # queued on first, behind the gate
+        written = torch.Event(device="accinte")
+        written.record(first)
+    second.wait_event(written)
     with second:
-        back = on_device.cpu()
-    torch.testing.assert_close(back, host)
+        final.copy_(middle)    # device to device: never waits on the host
+    try:
+        # Without the wait, second would already have copied the zeros.
+        assert not first.query() and not second.query()
+    finally:
+        gate.open()
+    second.synchronize()
+    assert written.query()
+    torch.testing.assert_close(final.cpu(), host)
+
+
+def test_elapsed_time_covers_what_the_stream_waited_for():
+    # The events are causally at least `pause` apart: start has completed
+    # before the host begins to wait, and end cannot complete before the
+    # gate between them opens.
+    pause = 0.2
+    stream = torch.Stream(device="accinte:0")
+    start = torch.Event(device="accinte", enable_timing=True)
+    end = torch.Event(device="accinte", enable_timing=True)
+    with stream:
+        start.record(stream)
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
+        end.record(stream)
+    start.synchronize()
+    time.sleep(pause)
+    gate.open()
     end.synchronize()
-    assert end.query()
-    assert start.elapsed_time(end) >= 0
+    assert start.elapsed_time(end) >= pause * 1000 * 0.99
+    assert end.elapsed_time(start) <= -pause * 1000 * 0.99
+
+
+def test_events_need_timing_and_a_record():
+    end = torch.Event(device="accinte", enable_timing=True)
+    end.record()
+    end.synchronize()
     untimed = torch.Event(device="accinte")
     untimed.record()
     untimed.synchronize()
@@ -124,6 +191,9 @@ def test_events_order_streams_and_time():
 
 
 def test_memory_statistics_through_accelerator():
+    # NB: tensors of earlier tests still held by reference cycles (an
+    # exception's traceback) must not be freed in the middle of the counts.
+    gc.collect()
     torch.accelerator.synchronize()
     before = torch.accelerator.memory_allocated(0)
     torch.accelerator.reset_peak_memory_stats(0)
@@ -244,6 +314,75 @@ def test_use_after_fork_is_refused():
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert report == "['True', True, True]"
     assert not torch.accinte._is_in_bad_fork()
+
+
+def os_threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_streams_come_from_a_bounded_pool():
+    # Each emulator stream owns a worker thread: a stream per request would
+    # grow the process without bound (500 calls once left 502 threads).
+    torch.accinte.Stream(0)
+    torch.accinte.Stream(1, priority=-2)
+    before = os_threads()
+    created = set()
+    for index in range(500):
+        for stream in (torch.Stream(device="accinte"), torch.accinte.Stream(1, priority=-1),
+                       torch.accinte.Stream(index % 2, priority=-2)):
+            created.add((stream.device_index, stream.stream_id))
+    # Three priority levels of 8 streams on each of two devices, at most.
+    assert len(created) <= 3 * 8 * 2
+    assert os_threads() - before <= 3 * 8 * 2
+
+
+def test_stream_without_an_index_is_on_the_current_device():
+    assert torch.Stream(device="accinte").device == torch.device("accinte:0")
+    with torch.accinte.device(1):
+        stream = torch.Stream(device="accinte")
+        assert stream.device == torch.device("accinte:1")
+        assert torch.accelerator.current_stream().device == torch.device("accinte:1")
+
+
+def test_record_stream_reaches_the_allocator():
+    x = torch.ones(3).to("accinte")
+    x.record_stream(torch.accinte.Stream(0))  # accepted: no NotImplementedError
+    x.record_stream(torch.accinte.current_stream())
+    with pytest.raises(RuntimeError, match="record_stream: the tensor is on accinte:0"):
+        x.record_stream(torch.accinte.Stream(1))
+    with pytest.raises(RuntimeError, match="expected an accinte stream"):
+        x.record_stream(torch.Stream(device="cpu"))
+
+
+def test_a_failed_kernel_reports_its_own_message():
+    _C._testing.launch_failing_kernel(0, "the kernel saw a bad descriptor")
+    # A later, unrelated synchronize reports it: the message ties it back.
+    with pytest.raises(RuntimeError,
+                       match="accinteErrorLaunchFailure.*the kernel saw a bad descriptor"):
+        torch.accinte.synchronize()
+    # Reported once, then the device is usable again.
+    torch.accinte.synchronize()
+    torch.testing.assert_close(torch.ones(3).to("accinte").cpu(), torch.ones(3))
+
+
+def test_lazy_clone_materializes_on_the_current_stream():
+    # Materializing a lazy (copy-on-write) clone copies through the
+    # allocator's copy_data, which must be ordered after the work queued on
+    # the current stream, not only after the default stream.
+    x = torch.arange(8.0).to("accinte")
+    negated = (-torch.arange(8.0)).to("accinte")
+    side = torch.accinte.Stream(0)
+    with torch.accinte.stream(side):
+        # A gate that gives up by itself, since the copy below waits for it.
+        _C._testing.StreamGate(0, timeout_seconds=1.0)
+        x.copy_(negated)                   # queued behind the gate
+        y = torch._lazy_clone(x)
+        y[0].copy_(torch.tensor(100.0))    # the write materializes y
+    side.synchronize()
+    expected = -torch.arange(8.0)
+    torch.testing.assert_close(x.cpu(), expected)
+    expected[0] = 100.0
+    torch.testing.assert_close(y.cpu(), expected)
 
 
 @only_before("02_fallback")

@@ -1,6 +1,6 @@
 """Chapter 02: abs (DispatchStub) and neg (plain kernel) run on the stream.
 
-``torch_accinte._C._TestingStreamGate`` is a testing aid: a kernel that
+``torch_accinte._C._testing.StreamGate`` is a testing aid: a kernel that
 holds the current stream of a device until ``open()``. Work queued behind it
 cannot start, which makes "this operator is a kernel on the stream" visible
 without any timing: the call returns while the stream is held, and its
@@ -98,7 +98,7 @@ def test_kernel_runs_on_the_current_stream(name, device):
     torch.accinte.synchronize(device)
     stream = torch.Stream(device=f"accinte:{device}")
     with torch.accinte.stream(stream):
-        gate = _C._TestingStreamGate(device, timeout_seconds=GATE_TIMEOUT)
+        gate = _C._testing.StreamGate(device, timeout_seconds=GATE_TIMEOUT)
         # Returns at once: the kernel is queued behind the gate. (A fallback
         # would copy through the host and wait for the stream here.)
         operator(source, out=result)
@@ -119,7 +119,7 @@ def test_functional_and_in_place_forms_are_queued_too():
     torch.accinte.synchronize()
     stream = torch.Stream(device="accinte:0")
     with torch.accinte.stream(stream):
-        gate = _C._TestingStreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
         absolute = source.abs()
         negated = -source
         source.neg_()
@@ -135,7 +135,7 @@ def test_other_streams_are_not_held():
     torch.accinte.synchronize()
     held = torch.Stream(device="accinte:0")
     with torch.accinte.stream(held):
-        gate = _C._TestingStreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
     try:
         # On the default stream, abs runs while the other stream is held.
         # NB: the result is kept alive: freeing device memory waits for the
@@ -157,7 +157,7 @@ def test_fallback_waits_for_the_stream_where_native_kernels_do_not():
     torch.accinte.synchronize()
     stream = torch.Stream(device="accinte:0")
     with torch.accinte.stream(stream):
-        gate = _C._TestingStreamGate(0, timeout_seconds=0.5)
+        gate = _C._testing.StreamGate(0, timeout_seconds=0.5)
         result = source.exp()  # the fallback: blocks until the gate expires
         assert stream.query()
     del gate
@@ -174,7 +174,7 @@ def test_copies_across_devices_are_ordered_by_streams_not_the_host():
     source_stream = torch.Stream(device="accinte:0")
     target_stream = torch.Stream(device="accinte:1")
     with torch.accinte.stream(source_stream), torch.accinte.stream(target_stream):
-        gate = _C._TestingStreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
         target.copy_(source)  # returns at once although the source is held
         source.neg_()  # queued on the source stream after the copy's read
     try:

@@ -290,11 +290,70 @@ def test_factory_without_index_follows_the_current_device():
     assert torch.arange(3, device="accinte").device == torch.device("accinte:0")
 
 
+def takes_the_fallback(operator):
+    return not torch._C._dispatch_has_kernel_for_dispatch_key(operator, "PrivateUse1")
+
+
 def test_cpu_scalars_mix_with_device_tensors():
+    # Operators that reach the fallback, with a 0-dim CPU tensor first: the
+    # fallback's own rule (results on the first tensor's device) would put
+    # these results on the CPU.
+    assert takes_the_fallback("aten::where.self")
+    assert takes_the_fallback("aten::atan2.out")
+    cases = [
+        (lambda c, a: torch.where(c, a, -a), torch.tensor(True)),
+        (lambda c, a: torch.where(c, a, -a), torch.tensor(False)),
+        (lambda c, a: torch.atan2(c, a), torch.tensor(0.5)),
+        (lambda c, a: torch.maximum(c, a), torch.tensor(0.5)),
+    ]
+    for device in ("accinte:0", "accinte:1"):
+        for function, scalar in cases:
+            result = function(scalar, FLOAT.to(device))  # the scalar stays on the CPU
+            assert result.device == torch.device(device)
+            torch.testing.assert_close(result.cpu(), function(scalar, FLOAT))
+    on_one = FLOAT.to("accinte:1")
+    torch.testing.assert_close((on_one * torch.tensor(3.0)).cpu(), FLOAT * 3)
+
+
+@pytest.mark.parametrize("function", [
+    lambda c, a: torch.where(c > 0, a, a),
+    lambda c, a: c + a,
+    lambda c, a: torch.cat([a, c]),
+    lambda c, a: torch.add(a, a, out=c),
+], ids=["where", "add", "cat", "out"])
+def test_cpu_tensors_that_are_not_scalars_are_refused(function):
     on_device = FLOAT.to("accinte")
-    result = on_device * torch.tensor(3.0)
-    assert result.device == torch.device("accinte:0")
-    torch.testing.assert_close(result.cpu(), FLOAT * 3)
+    with pytest.raises(RuntimeError,
+                       match=r"same device.*(accinte:0 and cpu|cpu and accinte:0)"):
+        function(FLOAT.clone(), on_device)
+    torch.testing.assert_close(on_device.cpu(), FLOAT)
+
+
+def test_indices_may_stay_on_the_host():
+    # As on CUDA, advanced indexing accepts indices on the CPU.
+    index = torch.tensor([3, 0, 2])
+    check_against_cpu(lambda a: a[index], FLOAT)
+    on_device = FLOAT.to("accinte")
+    cpu = FLOAT.clone()
+    on_device[index] = torch.tensor(-1.0)
+    cpu[index] = torch.tensor(-1.0)
+    torch.testing.assert_close(on_device.cpu(), cpu)
+
+
+COMPLEX = torch.complex(sample(4, 4), sample(4, 4, seed=5))
+
+
+@pytest.mark.parametrize("function", [
+    lambda z: z.conj() * 1,
+    lambda z: z @ z.mH,
+    lambda z: z.conj().resolve_conj(),
+    lambda z: torch.exp(z._neg_view()),
+    lambda z: (z.conj() + z).real,
+    lambda z: z.conj().sum(),
+], ids=["mul", "matmul-mH", "resolve_conj", "neg-view", "real", "sum"])
+def test_lazy_conjugate_and_negative_views_compute(function):
+    # Until fixed, each of these recursed without end and killed the process.
+    check_against_cpu(function, COMPLEX)
 
 
 def test_training_step_matches_cpu():

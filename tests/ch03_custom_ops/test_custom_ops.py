@@ -269,7 +269,7 @@ def test_kernels_are_queued_on_the_current_stream(accinte):
     x, y = x_cpu.to(accinte), y_cpu.to(accinte)
     stream = torch.Stream(device=accinte)
     with stream:
-        gate = _C._TestingStreamGate(accinte.index, 30.0)
+        gate = _C._testing.StreamGate(accinte.index, 30.0)
         try:
             absolute = ops.custom_abs(x)
             summed = ops.scaled_add(absolute, y, 2.0)
@@ -295,7 +295,7 @@ def test_kernels_do_not_wait_for_other_streams(accinte):
     x = x_cpu.to(accinte)
     stream = torch.Stream(device=accinte)
     start = time.monotonic()
-    gate = _C._TestingStreamGate(accinte.index, 30.0)
+    gate = _C._testing.StreamGate(accinte.index, 30.0)
     try:
         with stream:
             absolute = ops.custom_abs(x)

@@ -58,8 +58,19 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH01_SIMPLE_ALLOCATOR
 
+  // NB: on the current stream of the memory's device, as every other copy:
+  // accinteMemcpy is ordered only after the default stream, and would read
+  // `src` before a kernel queued on a side stream has written it.
   void copy_data(void* dest, const void* src, std::size_t count) const final {
-    ACCINTE_CHECK(accinteMemcpy(dest, src, count, accinteMemcpyDeviceToDevice));
+    accintePointerAttributes attributes{};
+    ACCINTE_CHECK(accintePointerGetAttributes(&attributes, dest));
+    TORCH_CHECK(attributes.type == accinteMemoryTypeDevice,
+                "accinte: copy_data into memory that is not device memory");
+    const accinteStream_t stream = nativeStream(
+        currentStream(static_cast<c10::DeviceIndex>(attributes.device)));
+    ACCINTE_CHECK(accinteMemcpyAsync(dest, src, count,
+                                     accinteMemcpyDeviceToDevice, stream));
+    ACCINTE_CHECK(accinteStreamSynchronize(stream));
   }
 
   bool initialized() override {

@@ -13,9 +13,12 @@
 
 #include <accinte/export.h>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/Stream.h>
 
 namespace c10 {
 class OperatorHandle;
@@ -39,11 +42,22 @@ ACCINTE_EXPORT void registerGeneratorProvider(GeneratorProvider provider);
 ACCINTE_EXPORT const GeneratorProvider& generatorProvider();
 
 /** Installs the pinned host memory allocator (chapter 07_memory). */
-ACCINTE_EXPORT void registerPinnedMemoryAllocator(c10::Allocator* allocator);
+ACCINTE_EXPORT void registerPinnedMemoryAllocator(at::HostAllocator* allocator);
 
 /** The installed pinned host memory allocator; raises an error naming
  * chapter 07 if none is installed. */
-ACCINTE_EXPORT c10::Allocator* pinnedMemoryAllocator();
+ACCINTE_EXPORT at::HostAllocator* pinnedMemoryAllocator();
+
+/**
+ * Tells the installed pinned memory allocator that work enqueued on `stream`
+ * reads or writes the pinned host memory of `host` (an asynchronous copy), so
+ * that it does not hand the block out again before that work is done, as
+ * CUDA's copies tell its caching host allocator. Nothing to do when no
+ * allocator is installed: then pinned memory is freed with accinteFreeHost,
+ * which waits for every stream.
+ */
+ACCINTE_EXPORT void recordPinnedMemoryUse(const at::Tensor& host,
+                                          c10::Stream stream);
 
 /** A boxed kernel: runs an operator on the arguments on the stack. */
 using BoxedKernel = void (*)(const c10::OperatorHandle& op,

@@ -13,6 +13,12 @@ accinteEvent_t asEvent(void* event) {
   return static_cast<accinteEvent_t>(event);
 }
 
+/** The device's index; none (`torch.Stream(device="accinte")`) means the
+ * current device, as for CUDA. */
+c10::DeviceIndex indexOrCurrent(c10::Device device) {
+  return device.has_index() ? device.index() : currentDevice();
+}
+
 // LITERALINCLUDE START: CH01_GUARD_IMPL
 /**
  * How PyTorch switches devices, streams and events for accinte.
@@ -52,20 +58,20 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // LITERALINCLUDE END: CH01_GUARD_IMPL
 
   c10::Stream getStream(c10::Device device) const override {
-    return currentStream(device.index());
+    return currentStream(indexOrCurrent(device));
   }
 
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return defaultStream(device.index());
+    return defaultStream(indexOrCurrent(device));
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device device,
                                       bool is_high_priority) const override {
-    return streamFromPool(device.index(), is_high_priority);
+    return streamFromPool(indexOrCurrent(device), is_high_priority);
   }
 
   c10::Stream getNewStream(c10::Device device, int priority) const override {
-    return newStream(device.index(), priority);
+    return newStream(indexOrCurrent(device), priority);
   }
 
   c10::Stream exchangeStream(c10::Stream stream) const override {

@@ -11,7 +11,7 @@ namespace accinte {
 namespace {
 
 std::atomic<const GeneratorProvider*> installed_generator_provider{nullptr};
-std::atomic<c10::Allocator*> installed_pinned_allocator{nullptr};
+std::atomic<at::HostAllocator*> installed_pinned_allocator{nullptr};
 std::atomic<BoxedKernel> installed_fallback_kernel{nullptr};
 
 // LITERALINCLUDE START: CH01_HOOKS
@@ -122,17 +122,24 @@ const GeneratorProvider& generatorProvider() {
   return *provider;
 }
 
-void registerPinnedMemoryAllocator(c10::Allocator* allocator) {
+void registerPinnedMemoryAllocator(at::HostAllocator* allocator) {
   installed_pinned_allocator.store(allocator);
 }
 
-c10::Allocator* pinnedMemoryAllocator() {
-  c10::Allocator* allocator = installed_pinned_allocator.load();
+at::HostAllocator* pinnedMemoryAllocator() {
+  at::HostAllocator* allocator = installed_pinned_allocator.load();
   TORCH_CHECK(allocator != nullptr,
               "accinte has no pinned host memory allocator yet: chapter "
               "07_memory adds it (Tensor.pin_memory(), "
               "torch.empty(..., pin_memory=True))");
   return allocator;
+}
+
+void recordPinnedMemoryUse(const at::Tensor& host, c10::Stream stream) {
+  if (at::HostAllocator* allocator = installed_pinned_allocator.load()) {
+    const c10::DataPtr& data = host.storage().data_ptr();
+    allocator->record_event(data.get(), data.get_context(), stream);
+  }
 }
 // LITERALINCLUDE END: CH01_EXTENSION_REGISTRY
 

@@ -17,6 +17,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <stdexcept>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,12 +26,18 @@ namespace accinte {
 
 // LITERALINCLUDE START: CH01_KERNEL_TENSOR
 /**
- * What a kernel may know of a tensor: where its elements are and how they are
- * laid out, never ownership.
+ * What a kernel may know of a tensor: where its elements are, how they are
+ * laid out and how to read them, never ownership.
  *
  * NB: a kernel must not hold an `at::Tensor` of accinte memory: dropping the
  * last reference on the worker thread would free device memory from inside a
- * kernel, and freeing waits for the device, that is, for this very kernel.
+ * kernel, and freeing waits for the device, that is, for this very kernel
+ * (the emulator refuses with accinteErrorNotPermitted).
+ *
+ * NB: the lazy conjugate and negative bits are part of how to read the
+ * memory: a conjugated view shares its input's memory and only flags that
+ * every element is to be read conjugated. The CPU view carries the same
+ * flags, so ATen's CPU kernels resolve them as they would for a CPU tensor.
  */
 class KernelTensor {
  public:
@@ -38,7 +46,9 @@ class KernelTensor {
       : data_(tensor.data_ptr()),
         sizes_(tensor.sizes().vec()),
         strides_(tensor.strides().vec()),
-        dtype_(tensor.scalar_type()) {}
+        dtype_(tensor.scalar_type()),
+        conjugated_(tensor.is_conj()),
+        negated_(tensor.is_neg()) {}
 
   /** The memory as a CPU tensor; valid only while the kernel runs. */
   at::Tensor cpuView() const;
@@ -53,6 +63,8 @@ class KernelTensor {
   std::vector<int64_t> sizes_;
   std::vector<int64_t> strides_;
   at::ScalarType dtype_;
+  bool conjugated_;
+  bool negated_;
 };
 
 /**
@@ -70,9 +82,20 @@ void launchOnCurrentStream(c10::DeviceIndex device,
       named.push_back(buffer);
     }
   }
-  ACCINTE_CHECK(accinte::launchKernel(nativeStream(currentStream(device)),
-                                      named.data(), named.size(),
-                                      std::forward<Body>(body)));
+  // NB: the emulator keeps what a failed kernel's exception said and hands
+  // it to the synchronize that reports the failure. A c10::Error's what()
+  // carries a C++ backtrace of the worker thread, which says nothing about
+  // the call that launched the kernel, so only its message is kept.
+  ACCINTE_CHECK(accinte::launchKernel(
+      nativeStream(currentStream(device)), named.data(), named.size(),
+      [body = std::forward<Body>(
+           body)]() mutable -> std::invoke_result_t<std::decay_t<Body>&> {
+        try {
+          return body();
+        } catch (const c10::Error& error) {
+          throw std::runtime_error(error.what_without_backtrace());
+        }
+      }));
 }
 // LITERALINCLUDE END: CH01_KERNEL_TENSOR
 

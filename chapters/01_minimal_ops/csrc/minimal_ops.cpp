@@ -5,6 +5,8 @@
 #include <01_minimal_ops/csrc/storage.h>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -12,6 +14,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -20,8 +23,16 @@
 namespace accinte {
 
 at::Tensor KernelTensor::cpuView() const {
-  return at::from_blob(data_, sizes_, strides_,
-                       at::TensorOptions().dtype(dtype_).device(at::kCPU));
+  at::Tensor view =
+      at::from_blob(data_, sizes_, strides_,
+                    at::TensorOptions().dtype(dtype_).device(at::kCPU));
+  if (conjugated_) {
+    view = view._conj();
+  }
+  if (negated_) {
+    view = view._neg_view();
+  }
+  return view;
 }
 
 void synchronizeCurrentStream(c10::DeviceIndex device) {
@@ -112,10 +123,15 @@ bool isPinned(const void* data) {
   return accinteHostIsPinned(data, &pinned) == accinteSuccess && pinned != 0;
 }
 
-/** True when the bytes of `src` can be copied to `dst` as one block. */
+/**
+ * True when the bytes of `src` can be copied to `dst` as one block: same
+ * dtype, same dense layout, and read the same way (a conjugated or negated
+ * view holds other values than its bytes say).
+ */
 bool sameDenseLayout(const at::Tensor& src, const at::Tensor& dst) {
   return src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
-         src.strides() == dst.strides() && src.is_non_overlapping_and_dense();
+         src.strides() == dst.strides() && src.is_conj() == dst.is_conj() &&
+         src.is_neg() == dst.is_neg() && src.is_non_overlapping_and_dense();
 }
 
 size_t denseBytes(const at::Tensor& tensor) {
@@ -133,6 +149,9 @@ void copyHostToDevice(const at::Tensor& src, const at::Tensor& dst,
     const bool asynchronous = non_blocking && isPinned(src.data_ptr());
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
               accinteMemcpyHostToDevice, device, !asynchronous);
+    if (asynchronous) {
+      recordPinnedMemoryUse(src, currentStream(device));
+    }
     return;
   }
   // Any other layout or dtype: a kernel writes the (converted, broadcast)
@@ -156,6 +175,9 @@ void copyDeviceToHost(const at::Tensor& src, const at::Tensor& dst,
     const bool asynchronous = non_blocking && isPinned(dst.data_ptr());
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
               accinteMemcpyDeviceToHost, device, !asynchronous);
+    if (asynchronous) {
+      recordPinnedMemoryUse(dst, currentStream(device));
+    }
     return;
   }
   // A kernel gathers src's strided device memory into a dense host buffer;
@@ -231,32 +253,83 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
 // LITERALINCLUDE END: CH01_COPY_D2D
 
 // LITERALINCLUDE START: CH01_COPY_FROM
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
-                     bool non_blocking) {
-  TORCH_CHECK(self.is_cpu() || self.is_privateuseone(),
+/**
+ * Writes `src` into `dst`, on the host, on the device or between them.
+ *
+ * NB: everything is checked here, before anything is enqueued, with the
+ * errors the CPU gives: a copy that failed on the stream's worker could only
+ * report a sticky launch failure at some later, unrelated synchronization.
+ */
+void copyInto(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(dst.defined(), "self is undefined");
+  TORCH_CHECK(src.defined(), "src is undefined");
+  TORCH_CHECK(src.is_cpu() || src.is_privateuseone(),
               "accinte can copy only from CPU or accinte tensors, got ",
-              self.device());
+              src.device());
   TORCH_CHECK(dst.is_cpu() || dst.is_privateuseone(),
               "accinte can copy only to CPU or accinte tensors, got ",
               dst.device());
-  if (dst.numel() == 0) {
-    return dst;
+  // Broadcasting as on the CPU: src must expand to dst's shape.
+  const c10::DimVector shape =
+      at::infer_size_dimvector(dst.sizes(), src.sizes());
+  TORCH_CHECK(c10::IntArrayRef(shape) == dst.sizes(), "output with shape ",
+              dst.sizes(), " doesn't match the broadcast shape ", shape);
+  if (dst.is_same(src) || dst.numel() == 0) {
+    return;
   }
-  if (self.is_cpu()) {
-    copyHostToDevice(self, dst, non_blocking);
+  at::assert_no_internal_overlap(dst);
+  if (src.device() == dst.device()) {
+    at::assert_no_partial_overlap(dst, src);
+  }
+  const at::Tensor expanded = src.expand(dst.sizes());
+  if (src.is_cpu()) {
+    copyHostToDevice(expanded, dst, non_blocking);
   } else if (dst.is_cpu()) {
-    copyDeviceToHost(self, dst, non_blocking);
+    copyDeviceToHost(expanded, dst, non_blocking);
   } else {
-    copyDeviceToDevice(self, dst);
+    copyDeviceToDevice(expanded, dst);
   }
+}
+
+// NB: ATen's own `copy_` (CompositeExplicitAutograd) would hand a device
+// tensor to `_copy_from` through the dispatcher, where the Conjugate and
+// Negative fallbacks first materialize a conjugated source with `clone`,
+// which copies, which calls `_copy_from` again: endless recursion. As the
+// `copy_` of CUDA does, this kernel sees the lazy bits and resolves them.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  copyInto(self, src, non_blocking);
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool non_blocking) {
+  copyInto(dst, self, non_blocking);
   return dst;
 }
 // LITERALINCLUDE END: CH01_COPY_FROM
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   dst.resize_(self.sizes());
-  return copy_from(self, dst, /*non_blocking=*/false);
+  copyInto(dst, self, /*non_blocking=*/false);
+  return dst;
 }
+
+// LITERALINCLUDE START: CH01_RECORD_STREAM
+/**
+ * `Tensor.record_stream(s)`: tells the device allocator that `stream` uses
+ * the tensor's memory, so that a caching allocator (chapter 07) does not
+ * hand the block to another tensor before that stream's work is done.
+ */
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kAccinte,
+              "record_stream: expected an accinte stream, got a stream on ",
+              stream.device());
+  TORCH_CHECK(self.device() == stream.device(), "record_stream: the tensor is ",
+              "on ", self.device(), " but the stream on ", stream.device());
+  c10::getDeviceAllocator(kAccinte)->recordStream(self.storage().data_ptr(),
+                                                  stream);
+}
+// LITERALINCLUDE END: CH01_RECORD_STREAM
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   const at::Tensor host =
@@ -329,6 +402,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("resize_", TORCH_FN(resize_));
+  m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
@@ -336,6 +410,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Storage_storage_offset",
          TORCH_FN(set_source_storage_offset));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 // LITERALINCLUDE END: CH01_REGISTER_OPS
 

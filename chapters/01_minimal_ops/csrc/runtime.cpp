@@ -2,6 +2,7 @@
 
 #include <01_minimal_ops/csrc/exception.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -42,22 +43,35 @@ class ScopedEmulatorDevice {
  *
  * A `c10::Stream` carries only a device and a 64-bit id, so the backend keeps
  * the mapping to emulator handles: id 0 is the device's default stream and id
- * k > 0 is the k-th stream created on it. Streams live as long as the process,
- * as CUDA's pooled streams do, so an id never dangles.
+ * k > 0 is the k-th stream created on it.
+ *
+ * NB: as CUDA's, every stream PyTorch asks for (`torch.Stream()`,
+ * `torch.accinte.Stream()`, the guard's pool) comes from a fixed pool per
+ * device and priority, handed out round robin and created on first use.
+ * Each emulator stream owns a worker thread, so creating one per request
+ * would grow the process's threads without bound; pooled streams live as
+ * long as the process, so an id never dangles.
  */
 class StreamRegistry {
  public:
-  static constexpr size_t kPoolSize = 4;
+  /** Streams per device and priority level (CUDA keeps 32). */
+  static constexpr size_t kStreamsPerPriority = 8;
 
-  c10::Stream create(c10::DeviceIndex index, int priority) {
-    ScopedEmulatorDevice on_device(index);
-    accinteStream_t handle = nullptr;
-    ACCINTE_CHECK(accinteStreamCreateWithPriority(&handle, priority));
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& streams = streams_[index];
-    streams.push_back(handle);
+  /** The next stream of the pool of `priority` (clamped to the range). */
+  c10::Stream next(c10::DeviceIndex index, int priority) {
+    int least = 0;
+    int greatest = 0;
+    ACCINTE_CHECK(accinteDeviceGetStreamPriorityRange(&least, &greatest));
+    TORCH_INTERNAL_ASSERT(least - greatest < static_cast<int>(kPriorityLevels));
+    priority = std::clamp(priority, greatest, least);
+    Pool& pool = pools_[index][static_cast<size_t>(least - priority)];
+    const size_t slot = pool.next.fetch_add(1) % kStreamsPerPriority;
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (pool.ids[slot] == 0) {
+      pool.ids[slot] = create(index, priority).id();
+    }
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
-                       static_cast<c10::StreamId>(streams.size()));
+                       pool.ids[slot]);
   }
 
   accinteStream_t lookup(const c10::Stream& stream) {
@@ -77,31 +91,30 @@ class StreamRegistry {
     return streams[stream.id() - 1];
   }
 
-  c10::Stream fromPool(c10::DeviceIndex index, bool high_priority) {
-    Pool& pool = pools_[index][high_priority ? 1 : 0];
-    std::call_once(pool.created, [&] {
-      int least = 0;
-      int greatest = 0;
-      ACCINTE_CHECK(accinteDeviceGetStreamPriorityRange(&least, &greatest));
-      for (auto& id : pool.ids) {
-        id = create(index, high_priority ? greatest : least).id();
-      }
-    });
-    const size_t slot = pool.next.fetch_add(1) % kPoolSize;
-    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
-                       pool.ids[slot]);
-  }
-
  private:
+  /** The streams of one device and priority level. */
   struct Pool {
-    std::once_flag created;
-    std::array<c10::StreamId, kPoolSize> ids{};
+    std::mutex mutex;
+    std::array<c10::StreamId, kStreamsPerPriority> ids{};
     std::atomic<size_t> next{0};
   };
+  /** Priorities 0 (least) to -2 (greatest): three levels. */
+  static constexpr size_t kPriorityLevels = 3;
+
+  c10::Stream create(c10::DeviceIndex index, int priority) {
+    ScopedEmulatorDevice on_device(index);
+    accinteStream_t handle = nullptr;
+    ACCINTE_CHECK(accinteStreamCreateWithPriority(&handle, priority));
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& streams = streams_[index];
+    streams.push_back(handle);
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
+                       static_cast<c10::StreamId>(streams.size()));
+  }
 
   std::mutex mutex_;
   std::array<std::deque<accinteStream_t>, kMaxDevices> streams_;
-  std::array<std::array<Pool, 2>, kMaxDevices> pools_;
+  std::array<std::array<Pool, kPriorityLevels>, kMaxDevices> pools_;
 };
 
 StreamRegistry& streamRegistry() {
@@ -198,12 +211,14 @@ c10::Stream exchangeStream(c10::Stream stream) {
 
 c10::Stream newStream(c10::DeviceIndex index, int priority) {
   checkDeviceIndex(index);
-  return streamRegistry().create(index, priority);
+  return streamRegistry().next(index, priority);
 }
 
 c10::Stream streamFromPool(c10::DeviceIndex index, bool high_priority) {
-  checkDeviceIndex(index);
-  return streamRegistry().fromPool(index, high_priority);
+  int least = 0;
+  int greatest = 0;
+  ACCINTE_CHECK(accinteDeviceGetStreamPriorityRange(&least, &greatest));
+  return newStream(index, high_priority ? greatest : least);
 }
 
 accinteStream_t nativeStream(const c10::Stream& stream) {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace accinte {
 namespace {
@@ -26,9 +27,6 @@ constexpr NativeOnly kNativeOnly[] = {
     {"aten::is_set_to",
      "it asks whether two tensors share the same memory, and the fallback's "
      "CPU copies never do, so the answer would always be False"},
-    {"aten::record_stream",
-     "it tells the device allocator that a stream still uses a tensor's "
-     "device memory; done on a CPU copy it would protect nothing"},
 };
 
 /**
@@ -63,31 +61,54 @@ std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
 // LITERALINCLUDE END: CH02_REFUSAL_LIST
 
 // LITERALINCLUDE START: CH02_SAME_DEVICE
+// NB: as for CUDA, an index may stay on the host for advanced indexing
+// (`x[cpu_index]`); every other operator takes host tensors only as 0-dim
+// scalars.
+constexpr std::string_view kHostIndexOperators[] = {
+    "aten::index", "aten::index_put", "aten::index_put_",
+    "aten::_index_put_impl_"};
+
 /**
- * Raises the error CUDA raises when an operator's tensors are on two
- * different devices of the backend.
+ * The accinte device of an operator's tensors, where its results belong.
+ *
+ * Raises the error CUDA raises when the tensors are on two different devices
+ * of the backend, or when a CPU tensor that is not a 0-dim scalar is mixed
+ * with accinte tensors.
  *
  * NB: `at::native::cpu_fallback` does not check: it would copy tensors from
- * accinte:0 and accinte:1 to the CPU alike, compute, and put the result on
- * the first input's device, silently moving data between devices.
+ * accinte:0, accinte:1 and the host to the CPU alike, compute, and put the
+ * results on the device of the *first* tensor argument, silently moving data
+ * between devices, or returning a CPU tensor for
+ * `torch.where(cpu_scalar_condition, a, b)`.
  */
-void checkOneAccinteDevice(const c10::OperatorHandle& op,
-                           const torch::jit::Stack& stack) {
-  std::optional<c10::Device> first;
-  const auto check = [&](const at::Tensor& tensor) {
-    if (!tensor.defined() || !tensor.is_privateuseone()) {
-      return;
-    }
-    if (!first.has_value()) {
-      first = tensor.device();
-      return;
-    }
-    TORCH_CHECK(*first == tensor.device(),
+std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
+                                           const torch::jit::Stack& stack) {
+  std::optional<c10::Device> accinte;
+  std::optional<c10::Device> host;
+  const auto mismatch = [&](c10::Device first, c10::Device second) {
+    TORCH_CHECK(false,
                 "Expected all tensors to be on the same device, but found at "
                 "least two devices, ",
-                *first, " and ", tensor.device(),
-                "! (when checking arguments of ", op.schema().operator_name(),
-                ")");
+                first, " and ", second, "! (when checking arguments of ",
+                op.schema().operator_name(), ")");
+  };
+  bool host_tensors_allowed = false;
+  for (std::string_view name : kHostIndexOperators) {
+    host_tensors_allowed |= name == op.schema().name();
+  }
+  const auto check = [&](const at::Tensor& tensor) {
+    if (!tensor.defined()) {
+      return;
+    }
+    if (tensor.is_privateuseone()) {
+      if (!accinte.has_value()) {
+        accinte = tensor.device();
+      } else if (*accinte != tensor.device()) {
+        mismatch(*accinte, tensor.device());
+      }
+    } else if (tensor.dim() > 0 && !host_tensors_allowed) {
+      host = tensor.device();
+    }
   };
   const size_t num_arguments = op.schema().arguments().size();
   for (const c10::IValue& value : torch::jit::last(stack, num_arguments)) {
@@ -106,6 +127,53 @@ void checkOneAccinteDevice(const c10::OperatorHandle& op,
       }
     }
   }
+  if (accinte.has_value() && host.has_value()) {
+    mismatch(*accinte, *host);
+  }
+  return accinte;
+}
+
+/** True when the operator names a device of its own (`device=`), which
+ * `cpu_fallback` then honours for the results. */
+bool hasDeviceArgument(const c10::OperatorHandle& op,
+                       const torch::jit::Stack& stack) {
+  const size_t num_arguments = op.schema().arguments().size();
+  for (const c10::IValue& value : torch::jit::last(stack, num_arguments)) {
+    if (value.isDevice()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Moves the new (not aliased) results that `cpu_fallback` left on the host,
+ * because its first tensor argument was a CPU scalar, to `device`.
+ */
+void moveResultsTo(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   c10::Device device) {
+  const auto& returns = op.schema().returns();
+  const size_t first = stack->size() - returns.size();
+  for (size_t i = 0; i < returns.size(); ++i) {
+    if (returns[i].alias_info() != nullptr) {
+      continue; // an input written in place: already where it belongs
+    }
+    c10::IValue& value = (*stack)[first + i];
+    if (value.isTensor()) {
+      const at::Tensor& result = value.toTensor();
+      if (result.defined() && result.is_cpu()) {
+        value = result.to(device);
+      }
+    } else if (value.isTensorList()) {
+      std::vector<at::Tensor> results = value.toTensorVector();
+      for (at::Tensor& result : results) {
+        if (result.defined() && result.is_cpu()) {
+          result = result.to(device);
+        }
+      }
+      value = c10::List<at::Tensor>(std::move(results));
+    }
+  }
 }
 // LITERALINCLUDE END: CH02_SAME_DEVICE
 
@@ -119,10 +187,14 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         "' on the CPU fallback: ", *reason,
         ". The backend must implement it natively (a PrivateUse1 kernel).");
   }
-  checkOneAccinteDevice(op, *stack);
+  const std::optional<c10::Device> device = accinteDeviceOf(op, *stack);
+  const bool device_argument = hasDeviceArgument(op, *stack);
   // Copies the inputs to the host, runs the CPU kernel, copies the results
   // back (and writes in-place and out= results into the original tensors).
   at::native::cpu_fallback(op, stack);
+  if (device.has_value() && !device_argument) {
+    moveResultsTo(op, stack, *device);
+  }
 }
 
 namespace {

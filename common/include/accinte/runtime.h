@@ -69,6 +69,9 @@ typedef enum accinteError {
   /** The runtime was initialised in a parent process before fork(); its
    * worker threads do not exist in this child. */
   accinteErrorForkedChild = 15,
+  /** The call would wait for a stream from inside a kernel or copy running on
+   * a stream's worker thread, where it could wait for itself forever. */
+  accinteErrorNotPermitted = 16,
 } accinteError_t;
 
 /** Direction of a copy, checked against the pointers. */
@@ -158,6 +161,19 @@ ACCINTE_EXPORT const char* accinteGetErrorName(accinteError_t error);
 /** Returns a one-sentence description of an error code. Never NULL. */
 ACCINTE_EXPORT const char* accinteGetErrorString(accinteError_t error);
 
+/**
+ * Returns what went wrong in the launch failure most recently reported to the
+ * calling thread by a synchronize or query (::accinteErrorLaunchFailure):
+ * the message of the exception the kernel threw, or which error code the
+ * kernel or copy returned. "" if this thread was never told of a failure.
+ * Never NULL; valid until the next failure is reported to this thread.
+ *
+ * NB: a failure is sticky per stream, as on CUDA: it is reported by
+ * whichever synchronize or query on that stream comes next, however far from
+ * the launch that caused it, so the message is what ties it back.
+ */
+ACCINTE_EXPORT const char* accinteGetLastFailureMessage(void);
+
 /** Writes the runtime version as `1000 * major + 10 * minor`. */
 ACCINTE_EXPORT accinteError_t accinteRuntimeGetVersion(int* version);
 
@@ -179,7 +195,8 @@ ACCINTE_EXPORT accinteError_t
 accinteGetDeviceProperties(accinteDeviceProp* prop, int device);
 
 /** Blocks until all work on every stream of the current device has finished.
- * Returns the first pending kernel failure among those streams, if any. */
+ * Returns the first pending kernel failure among those streams, if any.
+ * From a stream's worker (inside a kernel): ::accinteErrorNotPermitted. */
 ACCINTE_EXPORT accinteError_t accinteDeviceSynchronize(void);
 
 /* ------------------------------------------------------------------------ */
@@ -208,7 +225,9 @@ ACCINTE_EXPORT accinteError_t accinteMalloc(void** ptr, size_t size);
  * is still queued on another device fails with ::accinteErrorLaunchFailure
  * when its turn comes.
  * An unknown or already freed pointer, or a pointer inside (not at the start
- * of) an allocation, returns ::accinteErrorInvalidDevicePointer.
+ * of) an allocation, returns ::accinteErrorInvalidDevicePointer. Called from
+ * a stream's worker (a kernel's arguments released there), it would wait for
+ * its own stream: it returns ::accinteErrorNotPermitted and frees nothing.
  */
 ACCINTE_EXPORT accinteError_t accinteFree(void* ptr);
 
@@ -230,7 +249,8 @@ ACCINTE_EXPORT accinteError_t accinteMallocHost(void** ptr, size_t size);
 /** Frees memory from accinteMallocHost(). NULL is a no-op; anything else
  * unknown returns ::accinteErrorInvalidHostPointer. Like cudaFreeHost, first
  * waits for the work already enqueued on every stream, which may still copy
- * from or to the memory. */
+ * from or to the memory; so from a stream's worker it returns
+ * ::accinteErrorNotPermitted and frees nothing. */
 ACCINTE_EXPORT accinteError_t accinteFreeHost(void* ptr);
 
 /** Writes 1 if `ptr` points anywhere inside live pinned host memory, else 0. */
@@ -308,7 +328,9 @@ ACCINTE_EXPORT accinteError_t accinteStreamDestroy(accinteStream_t stream);
 ACCINTE_EXPORT accinteError_t accinteStreamQuery(accinteStream_t stream);
 
 /** Blocks until all work enqueued on the stream has finished; returns (and
- * clears) the first kernel failure since the last synchronize or query. */
+ * clears) the first kernel failure since the last synchronize or query, whose
+ * message accinteGetLastFailureMessage() then tells. From a stream's worker:
+ * ::accinteErrorNotPermitted. */
 ACCINTE_EXPORT accinteError_t accinteStreamSynchronize(accinteStream_t stream);
 
 /** Makes all work enqueued on `stream` after this call wait until `event`'s
@@ -367,7 +389,8 @@ ACCINTE_EXPORT accinteError_t accinteEventRecord(accinteEvent_t event,
 ACCINTE_EXPORT accinteError_t accinteEventQuery(accinteEvent_t event);
 
 /** Blocks until the most recent record has completed; an event never
- * recorded returns at once with ::accinteSuccess. */
+ * recorded returns at once with ::accinteSuccess. From a stream's worker:
+ * ::accinteErrorNotPermitted. */
 ACCINTE_EXPORT accinteError_t accinteEventSynchronize(accinteEvent_t event);
 
 /**

@@ -1,12 +1,18 @@
 #include <01_minimal_ops/csrc/python/bindings.h>
 
 #include <01_minimal_ops/csrc/exception.h>
+#include <01_minimal_ops/csrc/kernel.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
 #include <ATen/Context.h>
+#include <ATen/ops/from_blob.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace accinte::python {
@@ -47,6 +53,55 @@ py::dict deviceProperties(c10::DeviceIndex index) {
   return result;
 }
 
+// LITERALINCLUDE START: CH01_STREAM_GATE
+/**
+ * A kernel that holds a stream until the host opens the gate.
+ *
+ * Work queued behind it on the same stream cannot start, so a test can
+ * launch an operator, see that the call returned while the stream is still
+ * busy, and see its result appear only after `open()`.
+ *
+ * NB: the kernel gives up after `timeout_seconds`, so a test that fails
+ * before opening the gate cannot hang the process forever. It names no
+ * device memory and calls no runtime function, as a kernel must not.
+ */
+class StreamGate {
+ public:
+  explicit StreamGate(c10::DeviceIndex device, double timeout_seconds)
+      : state_(std::make_shared<State>()) {
+    const auto timeout = std::chrono::duration<double>(timeout_seconds);
+    launchOnCurrentStream(device, {}, [state = state_, timeout] {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->opened.wait_for(lock, timeout, [&] { return state->open; });
+    });
+  }
+
+  // NB: a gate dropped without open() must not hold its stream.
+  ~StreamGate() {
+    open();
+  }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+
+  /** Lets the stream run on. */
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->open = true;
+    }
+    state_->opened.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable opened;
+    bool open = false;
+  };
+  std::shared_ptr<State> state_;
+};
+// LITERALINCLUDE END: CH01_STREAM_GATE
+
 void bindChapter01(py::module_& m) {
   m.def("_init", &initialize, "Initialize the accinte device (lazy init).");
   m.def(
@@ -74,6 +129,36 @@ void bindChapter01(py::module_& m) {
       },
       "The default stream of a device as (stream_id, device_index, "
       "device_type).");
+
+  // NB: a submodule, so that the testing aids are never mistaken for the
+  // device module's surface.
+  py::module_ testing = m.def_submodule(
+      "_testing", "Testing aids of the accinte backend; not a public API.");
+  py::class_<StreamGate>(testing, "StreamGate",
+                         "Holds the current stream of a device until open().")
+      .def(py::init<c10::DeviceIndex, double>(), py::arg("device"),
+           py::arg("timeout_seconds") = 60.0)
+      .def("open", &StreamGate::open);
+  testing.def(
+      "pinned_bytes",
+      [](int64_t nbytes) {
+        TORCH_CHECK(nbytes >= 0, "pinned_bytes: negative size ", nbytes);
+        void* data = nullptr;
+        ACCINTE_CHECK(accinteMallocHost(&data, static_cast<size_t>(nbytes)));
+        return at::from_blob(
+            data, {nbytes}, [](void* pinned) { (void)accinteFreeHost(pinned); },
+            at::TensorOptions().dtype(at::kByte));
+      },
+      "A uint8 CPU tensor of `nbytes` bytes of pinned memory straight from "
+      "the emulator, so chapter 01's asynchronous copies can be tested "
+      "before chapter 07 adds Tensor.pin_memory().");
+  testing.def(
+      "launch_failing_kernel",
+      [](c10::DeviceIndex device, const std::string& message) {
+        launchOnCurrentStream(device, {},
+                              [message] { TORCH_CHECK(false, message); });
+      },
+      "Enqueues a kernel that fails with `message` on the current stream.");
 }
 
 const BindingRegistrar chapter01("01_minimal_ops", &bindChapter01);

@@ -131,7 +131,8 @@ def set_device(device: _DeviceLike) -> None:
 
 
 class device:
-    """Context manager that makes ``device`` current, then restores.
+    """Context manager that makes ``device`` current, then restores exactly
+    the device that was current on entry, even if the body changed it.
 
     ``None`` or a negative index leave the current device unchanged.
     """
@@ -147,7 +148,7 @@ class device:
         return self
 
     def __exit__(self, *exc_info):
-        if self.previous >= 0 and self.previous != self.index:
+        if self.previous >= 0:
             _C._set_device(self.previous)
         return False
 
@@ -244,19 +245,28 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class stream:
-    """Context manager that makes ``stream`` current, then restores."""
+    """Context manager that makes ``stream`` current, then restores.
+
+    As ``torch.cuda.stream``: inside the block the stream's device is the
+    current device too; on exit the stream that was current on that device
+    and the device that was current on entry are both restored.
+    """
 
     def __init__(self, stream: Optional[torch.Stream]):
         self.stream = stream
-        self.previous: Optional[torch.Stream] = None
+        self.previous_stream: Optional[torch.Stream] = None
+        self.previous_device = -1
 
     def __enter__(self):
         if self.stream is not None:
-            self.previous = current_stream(self.stream.device_index)
+            self.previous_device = current_device()
+            self.previous_stream = current_stream(self.stream.device_index)
+            # NB: setting a stream also makes its device current.
             set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc_info):
-        if self.previous is not None:
-            set_stream(self.previous)
+        if self.previous_stream is not None:
+            set_stream(self.previous_stream)
+            _C._set_device(self.previous_device)
         return False
