@@ -81,6 +81,7 @@ OPTIMIZERS = {
 }
 
 
+# LITERALINCLUDE START: CH04_PY_TRAINING_LOOP
 def train(device, make_optimizer, foreach):
     model = mlp().to(device)
     optimizer = make_optimizer(model.parameters(), foreach)
@@ -93,6 +94,7 @@ def train(device, make_optimizer, foreach):
         optimizer.step()
         losses.append(loss.detach())
     return torch.stack(losses), model, optimizer
+# LITERALINCLUDE END: CH04_PY_TRAINING_LOOP
 
 
 # NB: foreach=None is the optimizers' own choice: PyTorch counts the

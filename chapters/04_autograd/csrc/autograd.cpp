@@ -48,10 +48,9 @@ struct CustomAbsFunction : torch::autograd::Function<CustomAbsFunction> {
     // in-place write to `self` before backward is then an error instead of a
     // silently wrong gradient.
     ctx->save_for_backward({self});
-    static const auto op =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("accinte::custom_abs", "")
-            .typed<at::Tensor(const at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("accinte::custom_abs", "")
+                               .typed<at::Tensor(const at::Tensor&)>();
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     return op.call(self);
   }
