@@ -1,8 +1,7 @@
-"""Where autograd sits in the dispatcher, in stage 04.
+"""The kernels of the accinte operators around autograd, in stage 04.
 
-Prints the dispatch keys of an accinte tensor in the order the dispatcher
-tries them, then each chapter 03/04 operator's kernels for the keys that
-matter here, then the graph that autograd records for custom_l1_norm.
+Prints each operator's kernels for the keys that matter here, then the graph
+that autograd records for custom_l1_norm.
 """
 
 import re
@@ -11,14 +10,6 @@ import torch
 import torch_accinte  # noqa: F401
 
 KEYS = ("AutogradPrivateUse1", "AutogradCPU", "PrivateUse1", "CPU", "Meta")
-
-
-def keys_in_dispatch_order(tensor: torch.Tensor) -> str:
-    # NB: a DispatchKeySet prints from the lowest priority to the highest;
-    # the dispatcher starts from the highest.
-    listed = str(torch._C._dispatch_keys(tensor))
-    names = listed[listed.index("(") + 1:-1].split(", ")
-    return " -> ".join(reversed(names))
 
 
 def kernel_rows(operator: str) -> str:
@@ -31,11 +22,6 @@ def kernel_rows(operator: str) -> str:
                       rows[key])
         for key in KEYS if key in rows)
 
-
-x = torch.ones(3, device="accinte", requires_grad=True)
-print("accinte tensor:", keys_in_dispatch_order(x))
-print("CPU tensor:    ", keys_in_dispatch_order(torch.ones(3)))
-print()
 
 for name in ("custom_abs", "custom_autograd_fn_returns_self",
              "custom_autograd_fn_aliasing", "custom_l1_norm"):
@@ -51,5 +37,6 @@ def show_graph(node, depth=0):
         show_graph(child, depth + 1)
 
 
+x = torch.ones(3, device="accinte", requires_grad=True)
 print("autograd graph of custom_l1_norm(x) * 2:")
 show_graph((torch.ops.accinte.custom_l1_norm(x) * 2).grad_fn, depth=1)
