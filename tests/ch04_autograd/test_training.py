@@ -72,19 +72,26 @@ def test_gradients_of_a_convolution_network_equal_the_cpu(accinte):
 
 
 OPTIMIZERS = {
-    "sgd-momentum": lambda params, foreach: torch.optim.SGD(
-        params, lr=0.05, momentum=0.9, foreach=foreach),
-    "adam": lambda params, foreach: torch.optim.Adam(
-        params, lr=0.02, foreach=foreach),
-    "adamw": lambda params, foreach: torch.optim.AdamW(
-        params, lr=0.02, weight_decay=0.1, foreach=foreach),
+    "sgd-momentum": lambda params, impl: torch.optim.SGD(
+        params, lr=0.05, momentum=0.9, **impl),
+    "adam": lambda params, impl: torch.optim.Adam(params, lr=0.02, **impl),
+    "adamw": lambda params, impl: torch.optim.AdamW(
+        params, lr=0.02, weight_decay=0.1, **impl),
+}
+# NB: by default the optimizers pick the _foreach_* operators for accinte
+# (test below); fused=True picks the _fused_* ones. On accinte both run
+# through the CPU fallback, the for-loop through ordinary operators.
+IMPLEMENTATIONS = {
+    "default": {},
+    "for-loop": {"foreach": False},
+    "fused": {"fused": True},
 }
 
 
 # LITERALINCLUDE START: CH04_PY_TRAINING_LOOP
-def train(device, make_optimizer, foreach):
+def train(device, make_optimizer, impl):
     model = mlp().to(device)
-    optimizer = make_optimizer(model.parameters(), foreach)
+    optimizer = make_optimizer(model.parameters(), impl)
     inputs, targets = (t.to(device) for t in batch())
     losses = []
     for _ in range(STEPS):
@@ -97,15 +104,13 @@ def train(device, make_optimizer, foreach):
 # LITERALINCLUDE END: CH04_PY_TRAINING_LOOP
 
 
-# NB: foreach=None is the optimizers' own choice: PyTorch counts the
-# PrivateUse1 device among those with foreach kernels, so it picks the
-# _foreach_* operators, which run on accinte through the CPU fallback.
-@pytest.mark.parametrize("foreach", [None, False], ids=["default", "for-loop"])
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS.values(),
+                         ids=IMPLEMENTATIONS.keys())
 @pytest.mark.parametrize("make_optimizer", OPTIMIZERS.values(),
                          ids=OPTIMIZERS.keys())
-def test_training_reproduces_the_cpu(make_optimizer, foreach, accinte):
-    cpu_losses, cpu_model, _ = train("cpu", make_optimizer, foreach)
-    losses, model, optimizer = train(accinte, make_optimizer, foreach)
+def test_training_reproduces_the_cpu(make_optimizer, impl, accinte):
+    cpu_losses, cpu_model, _ = train("cpu", make_optimizer, impl)
+    losses, model, optimizer = train(accinte, make_optimizer, impl)
     assert losses.device == accinte
     # The loss must actually go down, or agreement would prove little.
     assert cpu_losses[-1] < 0.8 * cpu_losses[0]
@@ -119,6 +124,16 @@ def test_training_reproduces_the_cpu(make_optimizer, foreach, accinte):
             if isinstance(value, torch.Tensor) and value.dim() > 0:
                 assert value.device == accinte, name
     assert optimizer.state, "the optimizer kept no state"
+
+
+def test_optimizers_choose_foreach_for_accinte(accinte):
+    """PyTorch counts the renamed PrivateUse1 device among those with
+    foreach kernels, so foreach=None means the _foreach_* operators."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    params = [torch.zeros(2, device=accinte)]
+    assert _default_to_fused_or_foreach(
+        params, differentiable=False, use_fused=False) == (False, True)
 
 
 def test_gradients_accumulate_on_the_device(accinte):
