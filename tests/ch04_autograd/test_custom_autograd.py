@@ -288,3 +288,34 @@ def test_compiled_backward_equals_eager(dynamic, accinte):
         torch.testing.assert_close(traced.grad.cpu(), 3 * cpu.sign())
     assert counter.frame_count >= 1
     torch._dynamo.reset()
+
+
+# --------------------------------------------------------------------------
+# The autograd engine on accinte: devices and streams
+# --------------------------------------------------------------------------
+
+
+def test_backward_on_the_second_device():
+    """The engine runs accinte backward nodes on a worker thread per device,
+    with that device made current by chapter 01's guard."""
+    device = torch.device("accinte:1")
+    cpu = sample((5, 4))
+    x = leaf(cpu, device)
+    (OPS.custom_l1_norm(x) + OPS.custom_autograd_fn_aliasing(x).sum()).backward()
+    assert x.grad.device == device
+    torch.testing.assert_close(x.grad.cpu(), cpu.sign() + 1)
+    assert torch.accinte.current_device() == 0
+
+
+def test_backward_of_a_forward_on_a_side_stream(accinte):
+    """Each backward node runs on the stream its forward ran on; the engine
+    orders it after the gradient arriving from the default stream."""
+    cpu = sample((256, 64), torch.float32)
+    x = leaf(cpu, accinte)
+    stream = torch.Stream(device=accinte)
+    with stream:
+        y = OPS.custom_abs(x) * 3
+    torch.accinte.current_stream(accinte.index).wait_stream(stream)
+    y.sum().backward()
+    torch.accinte.synchronize(accinte.index)
+    torch.testing.assert_close(x.grad.cpu(), 3 * cpu.sign())
