@@ -63,13 +63,21 @@ def test_update_scale_matches_cpu(found_inf, tracker, expected_scale,
 
 
 def make_problem():
-    """A small regression problem and a float32 MLP, all on accinte."""
+    """A small regression problem and a float32 MLP, all on accinte.
+
+    NB: drawn from a CPU generator of its own: ``torch.manual_seed`` would
+    also seed accinte, which has no generator before chapter 08.
+    """
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(64, 8, generator=generator)
+    targets = inputs @ torch.randn(8, 1, generator=generator)
+    targets += 0.1 * torch.randn(64, 1, generator=generator)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        inputs = torch.randn(64, 8)
-        targets = inputs @ torch.randn(8, 1) + 0.1 * torch.randn(64, 1)
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
                                     torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
     return inputs.to("accinte"), targets.to("accinte"), model.to("accinte")
 
 

@@ -78,8 +78,8 @@ using at::Tensor;
 // the floating-point accinte tensors among the arguments, excludes the
 // autocast key, and calls the operator again, which now dispatches to
 // autograd and the backend. Each registration is recorded for the table.
-#define ACCINTE_AUTOCAST(POLICY, ...)           \
-  KERNEL_PRIVATEUSEONE(__VA_ARGS__, POLICY)     \
+#define ACCINTE_AUTOCAST(POLICY, ...)       \
+  KERNEL_PRIVATEUSEONE(__VA_ARGS__, POLICY) \
   record(#__VA_ARGS__, #POLICY);
 #define ACCINTE_LOWER_PRECISION(...) \
   ACCINTE_AUTOCAST(lower_precision_fp, __VA_ARGS__)
@@ -91,8 +91,8 @@ using at::Tensor;
 // overload, `norm.ScalarOpt_dtype`, with float32 appended.
 #define ACCINTE_FP32_APPEND_DTYPE(FUNCTION, NAME, SIGNATURE, REDISPATCH, \
                                   POLICY)                                \
-  KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(                  \
-      FUNCTION, NAME, SIGNATURE, REDISPATCH, POLICY)                    \
+  KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(                   \
+      FUNCTION, NAME, SIGNATURE, REDISPATCH, POLICY)                     \
   record(NAME, #POLICY);
 // LITERALINCLUDE END: CH05_POLICY_MACROS
 
