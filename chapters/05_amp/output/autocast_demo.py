@@ -18,7 +18,7 @@ cases = {
     "a + a  (no policy)": lambda: a + a,
 }
 print("a is float32, h is float16, both on accinte\n")
-print(f"{'expression':32} {'outside':10} {'float16':10} {'bfloat16':10}")
+print(f"{'expression':32} {'outside':10} {'float16':10} bfloat16")
 for text, case in cases.items():
     try:
         outside = str(case().dtype).removeprefix("torch.")
@@ -28,7 +28,7 @@ for text, case in cases.items():
     for dtype in (torch.float16, torch.bfloat16):
         with torch.autocast("accinte", dtype=dtype):
             inside.append(str(case().dtype).removeprefix("torch."))
-    print(f"{text:32} {outside:10} {inside[0]:10} {inside[1]:10}")
+    print(f"{text:32} {outside:10} {inside[0]:10} {inside[1]}")
 
 print()
 for row in torch._C._dispatch_dump_table("aten::mm").splitlines():
