@@ -153,3 +153,31 @@ def test_unscale_gives_the_true_gradients():
         torch.testing.assert_close(parameter.grad.cpu(), grad / 2.0**8)
     with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
         scaler.unscale_(optimizer)
+
+
+def test_model_split_over_two_devices():
+    # gradients on accinte:0 and accinte:1: one inf check per device, and an
+    # overflow on either device skips the whole step
+    inputs, targets, model = make_problem()
+    first, second = model[0], model[2].to("accinte:1")
+    targets = targets.to("accinte:1")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("accinte", init_scale=2.0**8)
+    scales, changed = [], []
+    for step in range(3):
+        before = [p.detach().cpu().clone() for p in model.parameters()]
+        optimizer.zero_grad()
+        with torch.autocast("accinte", dtype=torch.float16):
+            hidden = torch.tanh(first(inputs)).to("accinte:1")
+            loss = torch.nn.functional.mse_loss(second(hidden), targets)
+        scaler.scale(loss).backward()
+        if step == 1:
+            first.bias.grad[0] = float("nan")  # only accinte:0 overflows
+        scaler.step(optimizer)
+        scaler.update()
+        after = [p.detach().cpu() for p in model.parameters()]
+        changed.append(any(not torch.equal(b, a) for b, a in zip(before, after)))
+        scales.append(scaler.get_scale())
+    assert {p.grad.device.index for p in model.parameters()} == {0, 1}
+    assert changed == [True, False, True]
+    assert scales == [2.0**8, 2.0**7, 2.0**7]
