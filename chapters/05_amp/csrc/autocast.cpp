@@ -13,6 +13,8 @@
 namespace accinte {
 namespace {
 
+// NB: a function-local static: the registrations below fill it while static
+// initializers run, when a vector at namespace scope might not exist yet.
 std::vector<AutocastPolicy>& mutablePolicies() {
   static std::vector<AutocastPolicy> policies;
   return policies;
@@ -99,8 +101,8 @@ using at::Tensor;
 // LITERALINCLUDE START: CH05_POLICIES
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   // Matrix products and convolutions: the lower precision (float16 or
-  // bfloat16, whichever the region asks for). They gain the most from it and
-  // accumulate in float32 internally.
+  // bfloat16, whichever the region asks for). They gain the most from it,
+  // and the hardware that runs them accumulates in float32.
   AT_FORALL_LOWER_PRECISION_FP(ACCINTE_LOWER_PRECISION)
   // Operators whose range or accuracy float16 cannot hold (exp, log, pow,
   // norms, losses, softmax's reductions): float32.
