@@ -33,8 +33,8 @@ def _package_beside_this_module(spec) -> bool:
     by someone else's metadata. Those stages are meant to load only on an
     explicit ``import torch_accinte``, so such a mix loads nothing here.
     """
-    package_dir = os.path.dirname(os.path.realpath(spec.origin))
-    here = os.path.dirname(os.path.realpath(__file__))
+    package_dir = os.path.dirname(os.path.abspath(spec.origin))
+    here = os.path.dirname(os.path.abspath(__file__))
     return os.path.dirname(package_dir) == here
 # LITERALINCLUDE END: CH06_SHADOWED
 
