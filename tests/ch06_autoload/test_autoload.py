@@ -13,15 +13,19 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import tomllib
 
 import pytest
 import torch
 import torch_accinte
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The directory on sys.path that holds the stage under test.
-STAGE = pathlib.Path(torch_accinte.__file__).resolve().parent.parent
+STAGE = pathlib.Path(torch_accinte.__file__).parent.parent
 ENTRY_MODULE = "_torch_accinte_autoload"
 HINT = "TORCH_DEVICE_BACKEND_AUTOLOAD=0"
 
