@@ -85,6 +85,12 @@ def entry_points():
     return found
 
 
+# NB: setuptools writes a torch_accinte.egg-info while it builds, by default
+# into the repository root; with the entry point inside, a Python started in
+# the root would find it first on sys.path and try to autoload from it.
+EGG_BASE = os.path.join(ROOT, "build")
+os.makedirs(EGG_BASE, exist_ok=True)
+
 setup(
     # NB: no source package to list: the package is the final stage's tree,
     # which exists only once CMake has built it; BuildFinalStage (run as the
@@ -95,4 +101,5 @@ setup(
     distclass=BinaryDistribution,
     entry_points=entry_points(),
     zip_safe=False,
+    options={"egg_info": {"egg_base": EGG_BASE}},
 )

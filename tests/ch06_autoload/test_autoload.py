@@ -12,6 +12,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -28,23 +29,30 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 STAGE = pathlib.Path(torch_accinte.__file__).parent.parent
 ENTRY_MODULE = "_torch_accinte_autoload"
 HINT = "TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+# NB: `python -c` puts its working directory first on sys.path, and metadata
+# found there (a torch_accinte.egg-info, say) would take part: the children
+# start in an empty directory.
+_EMPTY = tempfile.TemporaryDirectory(prefix="ch06_autoload_")
 
 
-def run(code: str, path, autoload: str | None = "1", warnings_are_errors=True):
-    """Runs ``code`` with only ``path`` (a directory or a list) on
-    ``PYTHONPATH`` and autoload set as given (None: variable unset)."""
+def run(code: str, path, autoload: str | None = "1", warnings_are_errors=True,
+        python=sys.executable):
+    """Runs ``code`` with only ``path`` (a directory or a list; None: nothing)
+    on ``PYTHONPATH`` and autoload set as given (None: variable unset)."""
     env = dict(os.environ)
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     if autoload is not None:
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = autoload
-    paths = path if isinstance(path, list) else [path]
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
-    command = [sys.executable]
+    env.pop("PYTHONPATH", None)
+    if path is not None:
+        paths = path if isinstance(path, list) else [path]
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    command = [str(python)]
     if warnings_are_errors:
         command += ["-W", "error"]
     return subprocess.run(
         command + ["-c", textwrap.dedent(code)],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env, cwd=_EMPTY.name, capture_output=True, text=True, timeout=120,
     )
 
 
@@ -250,9 +258,9 @@ def test_stage_in_front_of_an_installed_copy_autoloads_once(tmp_path):
 
 def test_the_stage_metadata_matches_the_project():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert importlib.metadata.version("torch_accinte") == project["version"]
-    distribution = importlib.metadata.distribution("torch_accinte")
+    (distribution,) = importlib.metadata.distributions(path=[str(STAGE)])
     assert distribution.metadata["Name"] == project["name"]
+    assert distribution.version == project["version"]
     (point,) = distribution.entry_points.select(group="torch.backends")
     assert (point.name, point.value) == ("accinte", f"{ENTRY_MODULE}:autoload")
 
@@ -264,6 +272,28 @@ def test_this_process_was_autoloaded():
     # the autoload case too, and every earlier chapter's suite runs under it.
     assert sys.modules[ENTRY_MODULE].__file__ == str(STAGE / f"{ENTRY_MODULE}.py")
     assert torch.accinte is torch_accinte.device_module
+
+
+@pytest.mark.skipif(os.environ.get("ACCINTE_TEST_INSTALL") != "1",
+                    reason="builds and installs the package into a venv "
+                    "(about a minute); set ACCINTE_TEST_INSTALL=1")
+def test_the_installed_package_autoloads(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages",
+                    venv], check=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-build-isolation",
+         "--no-deps", ROOT], capture_output=True, text=True, cwd=_EMPTY.name,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    result = run(BRINGS_UP, None, autoload=None, python=python)
+    assert result.returncode == 0, result.stderr
+    assert f"LOADED {venv}" in result.stdout and result.stderr == ""
+    off = run("import sys, torch; assert 'torch_accinte' not in sys.modules",
+              None, autoload="0", python=python)
+    assert off.returncode == 0, off.stderr
 
 
 STALE = """
