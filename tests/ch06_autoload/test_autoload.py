@@ -258,7 +258,8 @@ def test_stage_in_front_of_an_installed_copy_autoloads_once(tmp_path):
 
 def test_the_stage_metadata_matches_the_project():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    (distribution,) = importlib.metadata.distributions(path=[str(STAGE)])
+    (distribution,) = importlib.metadata.distributions(
+        name="torch_accinte", path=[str(STAGE)])
     assert distribution.metadata["Name"] == project["name"]
     assert distribution.version == project["version"]
     (point,) = distribution.entry_points.select(group="torch.backends")
@@ -288,6 +289,9 @@ def test_the_installed_package_autoloads(tmp_path):
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert install.returncode == 0, install.stdout + install.stderr
+    # Metadata left in the repository root would join every Python started
+    # there (setup.py writes it under build/).
+    assert not list(ROOT.glob("*.egg-info")), "setup.py wrote into the root"
     result = run(BRINGS_UP, None, autoload=None, python=python)
     assert result.returncode == 0, result.stderr
     assert f"LOADED {venv}" in result.stdout and result.stderr == ""
