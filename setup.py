@@ -48,6 +48,11 @@ class BuildFinalStage(build_ext):
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(source, target, symlinks=False,
                         ignore=shutil.ignore_patterns("__pycache__"))
+        # NB: top-level modules beside the package too: chapter 06's autoload
+        # entry point lives outside torch_accinte (see its docstring). The
+        # stage's *.dist-info is not copied; the wheel gets its own metadata.
+        for module in glob.glob(os.path.join(stage_python_dir(), "*.py")):
+            shutil.copy(module, self.build_lib)
 
 
 class BinaryDistribution(Distribution):
@@ -58,13 +63,19 @@ class BinaryDistribution(Distribution):
 
 
 def entry_points():
-    """Entry points a chapter declares in its stage tree (chapter 06 adds the
-    ``torch.backends`` autoload entry point)."""
-    if not os.path.exists(os.path.join(CMAKE_DIR, "stages.txt")):
-        return {}
+    """Entry points the chapters declare in a ``*.dist-info/entry_points.txt``
+    of their Python tree (chapter 06 adds the ``torch.backends`` autoload
+    entry point).
+
+    NB: read from the chapters' sources, not from the built stage: pip asks
+    for the metadata (entry points included) before build_ext has run, so on
+    a fresh checkout the stage tree does not exist yet. The final stage holds
+    every chapter, so both give the same entry points.
+    """
     found = {}
-    pattern = os.path.join(stage_python_dir(), "*.dist-info", "entry_points.txt")
-    for path in glob.glob(pattern):
+    pattern = os.path.join(ROOT, "chapters", "[0-9][0-9]_*", "python",
+                           "*.dist-info", "entry_points.txt")
+    for path in sorted(glob.glob(pattern)):
         parser = configparser.ConfigParser()
         parser.read(path)
         for group in parser.sections():
@@ -73,6 +84,12 @@ def entry_points():
             )
     return found
 
+
+# NB: setuptools writes a torch_accinte.egg-info while it builds, by default
+# into the repository root; with the entry point inside, a Python started in
+# the root would find it first on sys.path and try to autoload from it.
+EGG_BASE = os.path.join(ROOT, "build")
+os.makedirs(EGG_BASE, exist_ok=True)
 
 setup(
     # NB: no source package to list: the package is the final stage's tree,
@@ -84,4 +101,5 @@ setup(
     distclass=BinaryDistribution,
     entry_points=entry_points(),
     zip_safe=False,
+    options={"egg_info": {"egg_base": EGG_BASE}},
 )
