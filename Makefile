@@ -32,10 +32,8 @@ $(BUILD)/.deps: tools/install_deps.sh requirements/build.txt requirements/test.t
 	PYTHON=$(PYTHON) tools/install_deps.sh
 	@mkdir -p $(BUILD) && touch $@
 
-# NB: CMake asks a child Python where torch is; autoload off, so a stale
-# installed torch_accinte is never loaded while building a new one.
 configure: deps
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 cmake -S . -B $(CMAKE_DIR) -G Ninja -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
+	cmake -S . -B $(CMAKE_DIR) -G Ninja -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
 
 build: configure ## Build the emulator and every stage
 	cmake --build $(CMAKE_DIR) -j $(JOBS)
