@@ -292,7 +292,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   /** Adds `delta` to a statistic, both in total and for `pool`'s class. */
   static void update(DeviceState& state, const BlockPool& pool,
-                     StatArray DeviceStats::* array, int64_t delta) {
+                     StatArray DeviceStats::*array, int64_t delta) {
     StatArray& stats = state.stats.*array;
     const auto pool_type =
         pool.small ? StatType::SMALL_POOL : StatType::LARGE_POOL;

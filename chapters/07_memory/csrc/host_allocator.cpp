@@ -71,7 +71,8 @@ struct AccinteHostAllocatorImpl
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
     const accinteError_t status = accinteMallocHost(ptr, size);
-    TORCH_CHECK_WITH(OutOfMemoryError, status != accinteErrorHostMemoryAllocation,
+    TORCH_CHECK_WITH(OutOfMemoryError,
+                     status != accinteErrorHostMemoryAllocation,
                      "accinte: out of pinned host memory, tried to allocate ",
                      size, " bytes");
     ACCINTE_CHECK(status);
