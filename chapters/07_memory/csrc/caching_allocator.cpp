@@ -442,11 +442,17 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       // An event on each other stream that used the block: it completes
       // when the work enqueued there so far, which may read or write the
       // block, has finished.
+      accinteStream_t native = nullptr;
+      try {
+        native = nativeStream(stream);
+      } catch (const c10::Error&) {
+        continue; // not a live stream: nothing of it can be pending
+      }
       accinteEvent_t event = nullptr;
       accinteError_t status =
           accinteEventCreateWithFlags(&event, accinteEventDisableTiming);
       if (status == accinteSuccess) {
-        status = accinteEventRecord(event, nativeStream(stream));
+        status = accinteEventRecord(event, native);
       }
       if (status != accinteSuccess) {
         // NB: a deleter must not throw; waiting for the stream is the safe
@@ -454,7 +460,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         if (event != nullptr) {
           (void)accinteEventDestroy(event);
         }
-        (void)accinteStreamSynchronize(nativeStream(stream));
+        (void)accinteStreamSynchronize(native);
         continue;
       }
       state.pending.emplace_back(event, block);
