@@ -9,6 +9,8 @@ gate is closed (neg, abs, copies, accinte::scaled_add); the CPU fallback
 would wait for the held stream.
 """
 
+import threading
+
 import pytest
 import torch
 import torch_accinte  # noqa: F401
@@ -159,3 +161,30 @@ def test_timed_events_around_memory_work():
     assert end.query()
     assert start.elapsed_time(end) >= 0
     torch.testing.assert_close(doubled.cpu(), torch.full((N,), 2.0))
+
+
+def test_threads_on_their_own_streams_against_cpu():
+    # The allocator is called from several host threads at once, each with
+    # its own current stream; every thread's results must be its own.
+    errors = []
+
+    def work(seed: int) -> None:
+        try:
+            generator = torch.Generator().manual_seed(seed)
+            stream = torch.accinte.Stream()
+            with torch.accinte.stream(stream):
+                for size in (100, 5000, 70_000, 300, 1_000_000, 64) * 3:
+                    values = torch.randn(size, generator=generator)
+                    x = values.to("accinte")
+                    y = torch.abs(torch.neg(x))
+                    del x
+                    torch.testing.assert_close(y.cpu(), values.abs())
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -148,6 +149,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &CachingDeviceAllocator::deleteBlock, where};
     }
+    // NB: no device has this much memory, and rounding it would wrap around.
+    TORCH_CHECK_WITH(OutOfMemoryError,
+                     nbytes <= std::numeric_limits<size_t>::max() / 2,
+                     "accinte out of memory. Tried to allocate ", nbytes,
+                     " bytes on device ", static_cast<int>(device));
     const c10::Stream stream = currentStream(device);
     const size_t size = blockSize(nbytes);
     DeviceState& state = *states_[device];
