@@ -126,11 +126,13 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
 
 
 def _format_bytes(nbytes: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if abs(nbytes) < 1024:
-            return f"{nbytes} {unit}"
-        nbytes //= 1024
-    return f"{nbytes} GiB"
+    if abs(nbytes) < 1024:
+        return f"{nbytes} B"
+    value = float(nbytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}"
 
 
 # LITERALINCLUDE START: CH07_PY_EXTEND
