@@ -1,0 +1,574 @@
+// Chapter 07: the caching device allocator. It replaces chapter 01's
+// allocator by registering with a higher priority, keeps freed blocks in
+// per-device pools and hands them out again in stream order, and counts what
+// it does in PyTorch's DeviceStats.
+
+#include <01_minimal_ops/csrc/exception.h>
+#include <01_minimal_ops/csrc/runtime.h>
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <array>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace accinte {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+// LITERALINCLUDE START: CH07_SIZE_CLASSES
+// NB: the same size classes as PyTorch's CUDA allocator, so that the
+// statistics read the same way: requests are rounded to 512 bytes; requests
+// up to 1 MiB share 2 MiB segments (the small pool), requests up to 10 MiB
+// share 20 MiB segments, and larger ones get a segment of their own, rounded
+// to 2 MiB (the large pool).
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kSmallBuffer = 2 << 20;
+constexpr size_t kMinLargeAlloc = 10 << 20;
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;
+
+size_t roundUp(size_t size, size_t multiple) {
+  return (size + multiple - 1) / multiple * multiple;
+}
+
+/** The size of the block that serves a request of `nbytes`. */
+size_t blockSize(size_t nbytes) {
+  return nbytes < kMinBlockSize ? kMinBlockSize
+                                : roundUp(nbytes, kMinBlockSize);
+}
+
+/** The size of the segment to reserve from the device for a block. */
+size_t segmentSize(size_t block_size) {
+  if (block_size <= kSmallSize) {
+    return kSmallBuffer;
+  }
+  if (block_size < kMinLargeAlloc) {
+    return kLargeBuffer;
+  }
+  return roundUp(block_size, kRoundLarge);
+}
+// LITERALINCLUDE END: CH07_SIZE_CLASSES
+
+struct BlockPool;
+
+// LITERALINCLUDE START: CH07_BLOCK
+/**
+ * A range of a segment (one accinteMalloc). A segment starts as one block;
+ * allocating part of a free block splits it, and freeing merges a block with
+ * free neighbours again, so `prev`/`next` link the blocks of one segment in
+ * address order.
+ */
+struct Block {
+  Block(c10::DeviceIndex device, c10::Stream stream, size_t size,
+        BlockPool* pool, void* ptr)
+      : device(device), stream(stream), size(size), pool(pool), ptr(ptr) {}
+
+  c10::DeviceIndex device;
+  // The stream the block was allocated on: a free block is handed out again
+  // only to that stream, whose later work runs after all earlier uses.
+  c10::Stream stream;
+  size_t size;
+  size_t requested = 0; // bytes asked for, for requested_bytes
+  BlockPool* pool;
+  void* ptr;
+  bool allocated = false;
+  // Other streams that used the block (Tensor.record_stream); on free, an
+  // event is recorded on each and the block waits for all of them.
+  std::unordered_set<c10::Stream> stream_uses;
+  int pending_events = 0;
+  bool counted_inactive_split = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+
+  bool isSplit() const {
+    return prev != nullptr || next != nullptr;
+  }
+  /** Free and not waiting for events: it is in its pool. */
+  bool isCached() const {
+    return !allocated && pending_events == 0;
+  }
+};
+
+/** Free blocks ordered by stream, then size: a lookup finds the smallest
+ * block of the allocating stream that is large enough. */
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream.id() != b->stream.id()) {
+      return a->stream.id() < b->stream.id();
+    }
+    if (a->size != b->size) {
+      return a->size < b->size;
+    }
+    return std::less<const void*>()(a->ptr, b->ptr);
+  }
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : small(small) {}
+  std::set<Block*, BlockOrder> blocks;
+  const bool small;
+};
+// LITERALINCLUDE END: CH07_BLOCK
+
+/** Everything the allocator keeps for one device, under one mutex. */
+struct DeviceState {
+  std::mutex mutex;
+  BlockPool small_pool{true};
+  BlockPool large_pool{false};
+  // Blocks freed while other streams may still use them, with one event per
+  // such stream; a block returns to its pool once all its events completed.
+  std::deque<std::pair<accinteEvent_t, Block*>> pending;
+  DeviceStats stats;
+};
+
+class CachingDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  CachingDeviceAllocator() {
+    for (auto& state : states_) {
+      state = std::make_unique<DeviceState>();
+    }
+  }
+
+  // LITERALINCLUDE START: CH07_ALLOCATE
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::DeviceIndex device = currentDevice();
+    const c10::Device where(c10::DeviceType::PrivateUse1, device);
+    if (nbytes == 0) {
+      return {nullptr, nullptr, &CachingDeviceAllocator::deleteBlock, where};
+    }
+    // NB: no device has this much memory, and rounding it would wrap around.
+    TORCH_CHECK_WITH(OutOfMemoryError,
+                     nbytes <= std::numeric_limits<size_t>::max() / 2,
+                     "accinte out of memory. Tried to allocate ", nbytes,
+                     " bytes on device ", static_cast<int>(device));
+    const c10::Stream stream = currentStream(device);
+    const size_t size = blockSize(nbytes);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    processEvents(state);
+    BlockPool& pool = size <= kSmallSize ? state.small_pool : state.large_pool;
+    Block* block = takeFreeBlock(state, pool, stream, size);
+    if (block == nullptr) {
+      block = newSegment(state, device, pool, stream, size, nbytes);
+    }
+    if (shouldSplit(*block, size)) {
+      // The tail becomes a free block of its own in the same segment.
+      auto* rest = new Block(device, stream, block->size - size, &pool,
+                             static_cast<char*>(block->ptr) + size);
+      rest->prev = block;
+      rest->next = block->next;
+      if (rest->next != nullptr) {
+        rest->next->prev = rest;
+      }
+      block->next = rest;
+      block->size = size;
+      insertFree(state, rest);
+    }
+    block->allocated = true;
+    block->requested = nbytes;
+    update(state, pool, &DeviceStats::allocation, 1);
+    update(state, pool, &DeviceStats::active, 1);
+    update(state, pool, &DeviceStats::allocated_bytes, block->size);
+    update(state, pool, &DeviceStats::active_bytes, block->size);
+    update(state, pool, &DeviceStats::requested_bytes, nbytes);
+    {
+      std::lock_guard<std::mutex> blocks_lock(blocks_mutex_);
+      allocated_blocks_.emplace(block->ptr, block);
+    }
+    return {block->ptr, block->ptr, &CachingDeviceAllocator::deleteBlock,
+            where};
+  }
+  // LITERALINCLUDE END: CH07_ALLOCATE
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &CachingDeviceAllocator::deleteBlock;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const final {
+    ACCINTE_CHECK(accinteMemcpy(dest, src, count, accinteMemcpyDeviceToDevice));
+  }
+
+  bool initialized() override {
+    return true;
+  }
+
+  // LITERALINCLUDE START: CH07_EMPTY_CACHE
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    for (c10::DeviceIndex device = 0; device < deviceCountOrZero(); ++device) {
+      DeviceState& state = *states_[device];
+      std::lock_guard<std::mutex> lock(state.mutex);
+      synchronizeEvents(state);
+      releaseCachedSegments(state);
+    }
+  }
+  // LITERALINCLUDE END: CH07_EMPTY_CACHE
+
+  // LITERALINCLUDE START: CH07_RECORD_STREAM
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    // NB: memory this allocator did not make (empty tensors, from_blob) has
+    // no block to hold back.
+    if (ptr.get_deleter() != &CachingDeviceAllocator::deleteBlock) {
+      return;
+    }
+    Block* block = findBlock(ptr.get(), /*erase=*/false);
+    if (block == nullptr) {
+      return;
+    }
+    DeviceState& state = *states_[block->device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (stream != block->stream) {
+      block->stream_uses.insert(stream);
+    }
+  }
+  // LITERALINCLUDE END: CH07_RECORD_STREAM
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    return state.stats;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    DeviceStats& stats = state.stats;
+    forEachStat(stats, [](Stat& stat) { stat.reset_accumulated(); });
+    stats.num_alloc_retries = 0;
+    stats.num_ooms = 0;
+    stats.num_sync_all_streams = 0;
+    stats.num_device_alloc = 0;
+    stats.num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    forEachStat(state.stats, [](Stat& stat) { stat.reset_peak(); });
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    checkDeviceIndex(device);
+    const c10::DeviceIndex previous = exchangeDevice(device);
+    size_t free = 0;
+    size_t total = 0;
+    const accinteError_t status = accinteMemGetInfo(&free, &total);
+    exchangeDevice(previous);
+    ACCINTE_CHECK(status);
+    return {free, total};
+  }
+
+  static CachingDeviceAllocator& instance() {
+    // NB: leaked on purpose: tensors may be freed during interpreter
+    // shutdown, after static destructors would have run.
+    static auto* allocator = new CachingDeviceAllocator();
+    return *allocator;
+  }
+
+ private:
+  template <typename Action>
+  static void forEachStat(DeviceStats& stats, Action action) {
+    for (StatArray* array :
+         {&stats.allocation, &stats.segment, &stats.active,
+          &stats.inactive_split, &stats.allocated_bytes, &stats.reserved_bytes,
+          &stats.active_bytes, &stats.inactive_split_bytes,
+          &stats.requested_bytes}) {
+      for (Stat& stat : *array) {
+        action(stat);
+      }
+    }
+    action(stats.oversize_allocations);
+    action(stats.oversize_segments);
+  }
+
+  /** Adds `delta` to a statistic, both in total and for `pool`'s class. */
+  static void update(DeviceState& state, const BlockPool& pool,
+                     StatArray DeviceStats::*array, int64_t delta) {
+    StatArray& stats = state.stats.*array;
+    const auto pool_type =
+        pool.small ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+    for (const StatType type : {StatType::AGGREGATE, pool_type}) {
+      Stat& stat = stats[static_cast<size_t>(type)];
+      delta >= 0 ? stat.increase(delta) : stat.decrease(-delta);
+    }
+  }
+
+  static bool shouldSplit(const Block& block, size_t size) {
+    const size_t rest = block.size - size;
+    return block.pool->small ? rest >= kMinBlockSize : rest > kSmallSize;
+  }
+
+  // A free block in a split segment cannot be returned to the device: that
+  // is what inactive_split counts.
+  static void insertFree(DeviceState& state, Block* block) {
+    TORCH_INTERNAL_ASSERT(block->isCached());
+    block->pool->blocks.insert(block);
+    block->counted_inactive_split = block->isSplit();
+    if (block->counted_inactive_split) {
+      update(state, *block->pool, &DeviceStats::inactive_split, 1);
+      update(state, *block->pool, &DeviceStats::inactive_split_bytes,
+             static_cast<int64_t>(block->size));
+    }
+  }
+
+  static void eraseFree(DeviceState& state, Block* block) {
+    const size_t erased = block->pool->blocks.erase(block);
+    TORCH_INTERNAL_ASSERT(erased == 1);
+    if (block->counted_inactive_split) {
+      update(state, *block->pool, &DeviceStats::inactive_split, -1);
+      update(state, *block->pool, &DeviceStats::inactive_split_bytes,
+             -static_cast<int64_t>(block->size));
+      block->counted_inactive_split = false;
+    }
+  }
+
+  // LITERALINCLUDE START: CH07_FIND_BLOCK
+  /** The smallest cached block of `stream` with room for `size`, removed
+   * from its pool; nullptr if there is none. */
+  static Block* takeFreeBlock(DeviceState& state, BlockPool& pool,
+                              c10::Stream stream, size_t size) {
+    Block key(stream.device_index(), stream, size, &pool, nullptr);
+    const auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) {
+      return nullptr; // NB: never a block of another stream, see Block
+    }
+    Block* block = *it;
+    eraseFree(state, block);
+    return block;
+  }
+  // LITERALINCLUDE END: CH07_FIND_BLOCK
+
+  // LITERALINCLUDE START: CH07_OOM
+  /** Reserves a new segment from the device. When the device is full, frees
+   * the cache and retries once, then raises torch.OutOfMemoryError. */
+  Block* newSegment(DeviceState& state, c10::DeviceIndex device,
+                    BlockPool& pool, c10::Stream stream, size_t size,
+                    size_t requested) {
+    const size_t nbytes = segmentSize(size);
+    void* ptr = nullptr;
+    accinteError_t status = accinteMalloc(&ptr, nbytes);
+    if (status == accinteErrorMemoryAllocation) {
+      ++state.stats.num_alloc_retries;
+      synchronizeEvents(state);
+      releaseCachedSegments(state);
+      status = accinteMalloc(&ptr, nbytes);
+    }
+    if (status == accinteErrorMemoryAllocation) {
+      ++state.stats.num_ooms;
+      size_t free = 0;
+      size_t total = 0;
+      (void)accinteMemGetInfo(&free, &total);
+      const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, false, "accinte out of memory. Tried to allocate ",
+          requested, " bytes (a segment of ", nbytes, " bytes) on device ",
+          static_cast<int>(device), ", which has a capacity of ", total,
+          " bytes, of which ", free, " bytes are free. Allocated by tensors: ",
+          state.stats.allocated_bytes[aggregate].current,
+          " bytes; reserved by the caching allocator: ",
+          state.stats.reserved_bytes[aggregate].current,
+          " bytes. The capacity is set by ACCINTE_DEVICE_MEMORY.");
+    }
+    ACCINTE_CHECK(status);
+    ++state.stats.num_device_alloc;
+    update(state, pool, &DeviceStats::segment, 1);
+    update(state, pool, &DeviceStats::reserved_bytes,
+           static_cast<int64_t>(nbytes));
+    return new Block(device, stream, nbytes, &pool, ptr);
+  }
+  // LITERALINCLUDE END: CH07_OOM
+
+  /** Returns every cached segment that is not split to the device. */
+  static void releaseCachedSegments(DeviceState& state) {
+    for (BlockPool* pool : {&state.small_pool, &state.large_pool}) {
+      std::vector<Block*> whole;
+      for (Block* block : pool->blocks) {
+        if (!block->isSplit()) {
+          whole.push_back(block);
+        }
+      }
+      for (Block* block : whole) {
+        eraseFree(state, block);
+        // NB: accinteFree waits for the whole device, as cudaFree does; it
+        // is only reached from empty_cache and the out-of-memory path.
+        const accinteError_t status = accinteFree(block->ptr);
+        if (status != accinteSuccess) {
+          TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
+                          accinteGetErrorString(status));
+        }
+        ++state.stats.num_device_free;
+        update(state, *pool, &DeviceStats::segment, -1);
+        update(state, *pool, &DeviceStats::reserved_bytes,
+               -static_cast<int64_t>(block->size));
+        delete block;
+      }
+    }
+  }
+
+  // LITERALINCLUDE START: CH07_FREE
+  static void deleteBlock(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    CachingDeviceAllocator& self = instance();
+    Block* block = self.findBlock(ptr, /*erase=*/true);
+    TORCH_INTERNAL_ASSERT(block != nullptr,
+                          "accinte: freeing a pointer this allocator does "
+                          "not own");
+    self.free(block);
+  }
+
+  void free(Block* block) {
+    DeviceState& state = *states_[block->device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    block->allocated = false;
+    update(state, *block->pool, &DeviceStats::allocation, -1);
+    update(state, *block->pool, &DeviceStats::allocated_bytes,
+           -static_cast<int64_t>(block->size));
+    update(state, *block->pool, &DeviceStats::requested_bytes,
+           -static_cast<int64_t>(block->requested));
+    std::unordered_set<c10::Stream> uses;
+    std::swap(uses, block->stream_uses);
+    for (const c10::Stream& stream : uses) {
+      // An event on each other stream that used the block: it completes
+      // when the work enqueued there so far, which may read or write the
+      // block, has finished.
+      accinteStream_t native = nullptr;
+      try {
+        native = nativeStream(stream);
+      } catch (const c10::Error&) {
+        continue; // not a live stream: nothing of it can be pending
+      }
+      accinteEvent_t event = nullptr;
+      accinteError_t status =
+          accinteEventCreateWithFlags(&event, accinteEventDisableTiming);
+      if (status == accinteSuccess) {
+        status = accinteEventRecord(event, native);
+      }
+      if (status != accinteSuccess) {
+        // NB: a deleter must not throw; waiting for the stream is the safe
+        // fallback.
+        if (event != nullptr) {
+          (void)accinteEventDestroy(event);
+        }
+        (void)accinteStreamSynchronize(native);
+        continue;
+      }
+      state.pending.emplace_back(event, block);
+      ++block->pending_events;
+    }
+    if (block->pending_events == 0) {
+      returnToPool(state, block);
+    }
+  }
+  // LITERALINCLUDE END: CH07_FREE
+
+  // LITERALINCLUDE START: CH07_COALESCE
+  /** Puts a block whose last use is over back in its pool, merged with its
+   * free neighbours in the segment. */
+  static void returnToPool(DeviceState& state, Block* block) {
+    TORCH_INTERNAL_ASSERT(block->isCached());
+    BlockPool& pool = *block->pool;
+    update(state, pool, &DeviceStats::active, -1);
+    update(state, pool, &DeviceStats::active_bytes,
+           -static_cast<int64_t>(block->size));
+    if (block->prev != nullptr && block->prev->isCached()) {
+      Block* prev = block->prev;
+      eraseFree(state, prev);
+      block->ptr = prev->ptr;
+      block->size += prev->size;
+      block->prev = prev->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = block;
+      }
+      delete prev;
+    }
+    if (block->next != nullptr && block->next->isCached()) {
+      Block* next = block->next;
+      eraseFree(state, next);
+      block->size += next->size;
+      block->next = next->next;
+      if (block->next != nullptr) {
+        block->next->prev = block;
+      }
+      delete next;
+    }
+    insertFree(state, block);
+  }
+  // LITERALINCLUDE END: CH07_COALESCE
+
+  /** Returns the blocks whose events have all completed to their pools. */
+  static void processEvents(DeviceState& state) {
+    for (auto it = state.pending.begin(); it != state.pending.end();) {
+      if (accinteEventQuery(it->first) == accinteErrorNotReady) {
+        ++it;
+        continue;
+      }
+      Block* block = it->second;
+      (void)accinteEventDestroy(it->first);
+      it = state.pending.erase(it);
+      if (--block->pending_events == 0) {
+        returnToPool(state, block);
+      }
+    }
+  }
+
+  /** Waits for every pending event, then returns their blocks. */
+  static void synchronizeEvents(DeviceState& state) {
+    ++state.stats.num_sync_all_streams;
+    for (auto& [event, block] : state.pending) {
+      (void)accinteEventSynchronize(event);
+    }
+    processEvents(state);
+    TORCH_INTERNAL_ASSERT(state.pending.empty());
+  }
+
+  /** The allocated block starting at `ptr` (nullptr if none). */
+  Block* findBlock(void* ptr, bool erase) {
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    const auto it = allocated_blocks_.find(ptr);
+    if (it == allocated_blocks_.end()) {
+      return nullptr;
+    }
+    Block* block = it->second;
+    if (erase) {
+      allocated_blocks_.erase(it);
+    }
+    return block;
+  }
+
+  std::array<std::unique_ptr<DeviceState>, kMaxDevices> states_;
+  // NB: one map for all devices, so that a deleter, which gets nothing but
+  // the pointer, finds its block and device.
+  std::mutex blocks_mutex_;
+  std::unordered_map<void*, Block*> allocated_blocks_;
+};
+
+// LITERALINCLUDE START: CH07_REGISTER
+// NB: chapter 01 registered its simple allocator with priority 0; the higher
+// priority wins whichever static initializer runs first.
+struct RegisterCachingDeviceAllocator {
+  RegisterCachingDeviceAllocator() {
+    c10::SetAllocator(c10::DeviceType::PrivateUse1,
+                      &CachingDeviceAllocator::instance(), /*priority=*/1);
+  }
+} register_caching_device_allocator;
+// LITERALINCLUDE END: CH07_REGISTER
+
+} // namespace
+} // namespace accinte
