@@ -162,7 +162,7 @@ def test_freeing_does_not_wait_for_the_device():
     # accinteFree waits for every stream of the device; the cache does not
     # call it, so a free returns while a stream is still held.
     tensor = torch.ones(1000, device="accinte")
-    gate = _C._TestingStreamGate(0, 30.0)
+    gate = _C._testing.StreamGate(0, 30.0)
     try:
         del tensor
         assert not torch.accinte.current_stream().query()

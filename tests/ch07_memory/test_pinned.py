@@ -39,7 +39,7 @@ def test_non_blocking_device_to_pinned_copy_lands_after_the_stream_runs():
     values = torch.arange(N, dtype=torch.float32) + 1
     source = values.to("accinte")
     host = torch.zeros(N).pin_memory()
-    gate = _C._TestingStreamGate(0, 30.0)
+    gate = _C._testing.StreamGate(0, 30.0)
     try:
         host.copy_(source, non_blocking=True)
         assert bool((host == 0).all()), "the copy landed before the stream ran"
@@ -61,7 +61,7 @@ def test_non_blocking_pinned_to_device_copy_is_enqueued():
     values = torch.arange(N, dtype=torch.float32) * 3
     host = values.pin_memory()
     target = torch.empty(N, device="accinte")
-    gate = _C._TestingStreamGate(0, 30.0)
+    gate = _C._testing.StreamGate(0, 30.0)
     try:
         target.copy_(host, non_blocking=True)
         # A synchronous copy could only have returned once the stream ran.
@@ -71,24 +71,13 @@ def test_non_blocking_pinned_to_device_copy_is_enqueued():
     torch.testing.assert_close(target.cpu(), values)
 
 
-def _record_stream_is_native() -> bool:
-    try:
-        torch.empty(1, device="accinte").record_stream(torch.accinte.current_stream())
-    except NotImplementedError:
-        return False
-    return True
-
-
-# NB: chapter 01's copies tell the host allocator which streams used a
-# pinned block (record_event) in the same change that makes record_stream
-# native; before it, a freed pinned block is reusable at once.
-@pytest.mark.skipif(not _record_stream_is_native(),
-                    reason="chapter 01's copies do not record pinned uses yet")
+# NB: chapter 01's asynchronous copies tell the host allocator which
+# streams used a pinned block (record_event through recordPinnedMemoryUse).
 def test_pinned_block_is_not_reused_while_a_copy_may_use_it():
     values = torch.arange(N, dtype=torch.float32) + 1
     source = values.to("accinte")
     landing = torch.zeros(N).pin_memory()
-    gate = _C._TestingStreamGate(0, 30.0)
+    gate = _C._testing.StreamGate(0, 30.0)
     try:
         pending = torch.zeros(N).pin_memory()
         pending.copy_(source, non_blocking=True)

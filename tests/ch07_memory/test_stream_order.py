@@ -19,21 +19,6 @@ from torch_accinte import _C
 N = 4096
 
 
-def _record_stream_is_native() -> bool:
-    # NB: Tensor.record_stream reaches the allocator once chapter 01 has its
-    # native kernel (the CPU fallback refuses it).
-    try:
-        torch.empty(1, device="accinte").record_stream(torch.accinte.current_stream())
-    except NotImplementedError:
-        return False
-    return True
-
-
-needs_native_record_stream = pytest.mark.skipif(
-    not _record_stream_is_native(),
-    reason="Tensor.record_stream has no accinte kernel in this stage yet")
-
-
 def _host_values():
     return torch.arange(N, dtype=torch.float32) - N / 2
 
@@ -43,7 +28,7 @@ def test_a_block_freed_on_a_busy_stream_goes_only_to_that_stream():
     source = values.to("accinte")
     side = torch.accinte.Stream()
     with torch.accinte.stream(side):
-        gate = _C._TestingStreamGate(0, 30.0)
+        gate = _C._testing.StreamGate(0, 30.0)
         scratch = torch.empty(N, device="accinte")  # allocated on side
         scratch.copy_(source)
         result = torch.neg(scratch)
@@ -66,14 +51,13 @@ def test_a_block_freed_on_a_busy_stream_goes_only_to_that_stream():
     torch.testing.assert_close(result.cpu(), -values)
 
 
-@needs_native_record_stream
 def test_record_stream_holds_a_block_until_the_other_stream_is_done():
     values = _host_values()
     tensor = values.to("accinte")  # allocated on the default stream
     side = torch.accinte.Stream()
     side.wait_stream(torch.accinte.current_stream())
     with torch.accinte.stream(side):
-        gate = _C._TestingStreamGate(0, 30.0)
+        gate = _C._testing.StreamGate(0, 30.0)
         result = torch.neg(tensor)
     try:
         tensor.record_stream(side)
@@ -99,7 +83,6 @@ def test_record_stream_holds_a_block_until_the_other_stream_is_done():
     assert final["active_bytes.all.current"] < after["active_bytes.all.current"]
 
 
-@needs_native_record_stream
 def test_record_stream_on_the_allocation_stream_changes_nothing():
     tensor = torch.empty(N, device="accinte")
     pointer = tensor.data_ptr()
@@ -119,7 +102,7 @@ def test_many_streams_against_cpu():
     on_device = [x.to("accinte") for x in inputs]
     results = []
     with torch.accinte.stream(streams[0]):
-        gate = _C._TestingStreamGate(0, 30.0)
+        gate = _C._testing.StreamGate(0, 30.0)
     try:
         for step in range(60):
             stream = streams[step % len(streams)]
@@ -148,7 +131,7 @@ def test_timed_events_around_memory_work():
     side = torch.accinte.Stream()
     with torch.accinte.stream(side):
         assert torch.accelerator.current_stream() == side
-        gate = _C._TestingStreamGate(0, 30.0)
+        gate = _C._testing.StreamGate(0, 30.0)
         start.record()
         tensor = torch.empty(N, device="accinte")
         tensor.copy_(torch.ones(N).pin_memory(), non_blocking=True)
