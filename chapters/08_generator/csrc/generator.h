@@ -12,6 +12,8 @@
 
 #include <08_generator/csrc/philox.h>
 
+#include <accinte/export.h>
+
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
@@ -121,6 +123,6 @@ PhiloxState reservePhilox(const std::optional<at::Generator>& generator,
                           const c10::Device& device);
 
 /** The default generator of `device` (-1: the current device). */
-const at::Generator& defaultGenerator(c10::DeviceIndex device);
+ACCINTE_EXPORT const at::Generator& defaultGenerator(c10::DeviceIndex device);
 
 } // namespace accinte

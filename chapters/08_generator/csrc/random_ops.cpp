@@ -401,7 +401,7 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator,
           }
         });
         at::Tensor result = target.cpuView();
-        result.copy_(std::get<1>(keys.sort(/*stable=*/true)));
+        result.copy_(std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)));
       });
   return out;
 }
