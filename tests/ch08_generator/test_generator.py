@@ -285,7 +285,7 @@ def test_element_values_follow_the_index(forked):
                                rtol=0, atol=0)
 
 
-def test_random_kernels_run_on_the_stream():
+def test_random_kernels_run_on_the_stream(forked):
     """The random operators are kernels queued on the current stream: the
     call returns while the stream is held, and the numbers appear when it
     runs. The CPU fallback would wait for the stream instead."""
