@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_accinte  # noqa: F401
+from rng_guard import forked, seeds_are_left_untouched  # noqa: F401
 
 N = 20000
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

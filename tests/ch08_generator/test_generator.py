@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 import torch_accinte  # noqa: F401
+from rng_guard import forked, seeds_are_left_untouched  # noqa: F401
 from torch_accinte import _C
 
 

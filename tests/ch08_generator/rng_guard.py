@@ -1,4 +1,9 @@
-"""Fixtures of chapter 08's tests."""
+"""Fixtures of chapter 08's tests, imported by each test module.
+
+NB: not a conftest.py: the test modules of every chapter import the
+top-level tests/conftest.py as ``conftest``, and a second one would shadow
+it.
+"""
 
 import pytest
 import torch
@@ -20,7 +25,11 @@ def seeds_are_left_untouched():
 
 
 @pytest.fixture
-def forked():
-    """Seeds may change inside the test; every state is restored after."""
+def forked(seeds_are_left_untouched):
+    """Seeds may change inside the test; every state is restored after.
+
+    NB: requests the guard, so that the guard takes its snapshot before the
+    fork and checks after the fork is undone, whatever the fixture order.
+    """
     with torch.random.fork_rng(devices=[0, 1], device_type="accinte"):
         yield
