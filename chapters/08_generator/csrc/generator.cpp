@@ -47,9 +47,9 @@ uint64_t AccinteGeneratorImpl::seed() {
 }
 
 c10::intrusive_ptr<c10::TensorImpl> AccinteGeneratorImpl::get_state() const {
-  at::Tensor state = at::detail::empty_cpu({kGeneratorStateBytes}, at::kByte,
-                                           std::nullopt, std::nullopt,
-                                           std::nullopt, std::nullopt);
+  at::Tensor state =
+      at::detail::empty_cpu({kGeneratorStateBytes}, at::kByte, std::nullopt,
+                            std::nullopt, std::nullopt, std::nullopt);
   auto* bytes = state.mutable_data_ptr<uint8_t>();
   std::memcpy(bytes, &seed_, sizeof(seed_));
   std::memcpy(bytes + sizeof(seed_), &offset_, sizeof(offset_));

@@ -87,9 +87,8 @@ void launchElementwise(const at::TensorBase& self,
   launchOnCurrentStream(
       self.device().index(), {target.buffer()}, [target, philox, sample] {
         at::Tensor out = target.cpuView();
-        at::Tensor dense = out.is_contiguous()
-                               ? out
-                               : at::empty(out.sizes(), out.options());
+        at::Tensor dense =
+            out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
         auto* data = dense.mutable_data_ptr<scalar_t>();
         at::parallel_for(0, dense.numel(), kGrainSize,
                          [&](int64_t begin, int64_t end) {
@@ -121,7 +120,8 @@ void uniformKernel(at::TensorIteratorBase& iter, double from, double to,
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator, [low, high](const PhiloxBlock& b) {
               const auto value = static_cast<scalar_t>(
-                  at::transformation::uniform_real<scalar_t>(word64(b, 0), low, high));
+                  at::transformation::uniform_real<scalar_t>(word64(b, 0), low,
+                                                             high));
               // NB: rounding to scalar_t can reach `to`, which [from, to)
               // excludes; CUDA maps that value to `from` as well.
               return value < high ? value : low;
@@ -185,7 +185,8 @@ void geometricKernel(at::TensorIteratorBase& iter, double p,
       at::kHalf, at::kBFloat16, iter.dtype(), "geometric_", [&] {
         const double log_failure = std::log1p(-p);
         launchElementwise<scalar_t>(
-            iter.tensor_base(0), generator, [log_failure](const PhiloxBlock& b) {
+            iter.tensor_base(0), generator,
+            [log_failure](const PhiloxBlock& b) {
               return static_cast<scalar_t>(
                   std::ceil(std::log(openUniform01(b, 0)) / log_failure));
             });
@@ -200,8 +201,8 @@ void randomFromToKernel(at::TensorIteratorBase& iter, uint64_t range,
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator,
             [range, base](const PhiloxBlock& b) {
-              return at::transformation::uniform_int_from_to<scalar_t>(word64(b, 0), range,
-                                                       base);
+              return at::transformation::uniform_int_from_to<scalar_t>(
+                  word64(b, 0), range, base);
             });
       }),
       AT_EXPAND(AT_ALL_TYPES), at::kBool, at::kHalf, at::kBFloat16,
@@ -211,11 +212,11 @@ void randomFromToKernel(at::TensorIteratorBase& iter, uint64_t range,
 void randomFullRangeKernel(at::TensorIteratorBase& iter,
                            std::optional<at::Generator> generator) {
   AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kLong, at::kBFloat16, iter.dtype(), "random_full_64_bits_range",
-      [&] {
+      at::kLong, at::kBFloat16, iter.dtype(), "random_full_64_bits_range", [&] {
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator, [](const PhiloxBlock& b) {
-              return at::transformation::uniform_int_full_range<scalar_t>(word64(b, 0));
+              return at::transformation::uniform_int_full_range<scalar_t>(
+                  word64(b, 0));
             });
       });
 }
@@ -253,8 +254,7 @@ void bernoulliScalarKernel(const at::TensorBase& self, double p,
  * raise one, so the check runs on the host before the launch, at the price
  * of a synchronization; CUDA instead stops at a device-side assertion.
  */
-void bernoulliTensorKernel(const at::TensorBase& self,
-                           const at::TensorBase& p_,
+void bernoulliTensorKernel(const at::TensorBase& self, const at::TensorBase& p_,
                            std::optional<at::Generator> generator) {
   at::Tensor p = at::Tensor(p_).to(self.device());
   TORCH_CHECK(at::is_expandable_to(p.sizes(), self.sizes()),
@@ -283,7 +283,8 @@ void bernoulliTensorKernel(const at::TensorBase& self,
               at::Tensor dense = at::empty(out.sizes(), out.options());
               auto* data = dense.mutable_data_ptr<scalar_t>();
               at::parallel_for(
-                  0, dense.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+                  0, dense.numel(), kGrainSize,
+                  [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i) {
                       data[i] = static_cast<scalar_t>(
                           uniform01(philoxElement(philox, i), 0) < chance[i]);
@@ -327,7 +328,8 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
                                           .cumsum(1)
                                           .contiguous();
         const double* sums = cumulative.const_data_ptr<double>();
-        at::Tensor dense = at::empty({cumulative.size(0) * n_sample}, at::kLong);
+        at::Tensor dense =
+            at::empty({cumulative.size(0) * n_sample}, at::kLong);
         auto* chosen = dense.mutable_data_ptr<int64_t>();
         at::parallel_for(
             0, dense.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
@@ -361,10 +363,10 @@ void checkRandpermRange(int64_t n, at::ScalarType dtype) {
       TORCH_CHECK(n <= 1 || static_cast<uint64_t>(n - 1) <=
                                 static_cast<uint64_t>(
                                     std::numeric_limits<scalar_t>::max()),
-                  "randperm: n=", n, " is too large for result dtype ",
-                  dtype);
+                  "randperm: n=", n, " is too large for result dtype ", dtype);
     } else {
-      const int64_t exact = (int64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
+      const int64_t exact =
+          (int64_t{1} << std::numeric_limits<scalar_t>::digits) + 1;
       TORCH_CHECK(n <= exact, "n cannot be greater than ", exact, " for ",
                   dtype, " type.");
     }
@@ -401,7 +403,8 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator,
           }
         });
         at::Tensor result = target.cpuView();
-        result.copy_(std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)));
+        result.copy_(
+            std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)));
       });
   return out;
 }
@@ -428,8 +431,8 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
               "native_dropout: expected a floating-point input, got ",
               input.scalar_type());
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
-  at::Tensor mask = at::empty_like(
-      input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
+                                   at::MemoryFormat::Contiguous);
   const double keep = 1.0 - p;
   // NB: p == 1 drops everything; the scale is then 0, not infinity.
   const double scale = keep == 0.0 ? 0.0 : 1.0 / keep;
@@ -449,7 +452,8 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
               auto* y = result.cpuView().mutable_data_ptr<scalar_t>();
               auto* flags = kept.cpuView().mutable_data_ptr<bool>();
               at::parallel_for(
-                  0, values.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+                  0, values.numel(), kGrainSize,
+                  [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i) {
                       const bool on =
                           uniform01(philoxElement(philox, i), 0) < keep;
@@ -494,15 +498,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_Tensor",
          TORCH_FN(static_cast<Tensor (*)(const Tensor&, const Tensor&, Gen)>(
              at::native::normal)));
-  m.impl("normal.Tensor_Tensor_out",
-         TORCH_FN(static_cast<Tensor& (*)(const Tensor&, const Tensor&, Gen,
-                                          Tensor&)>(at::native::normal_out)));
-  m.impl("random_", TORCH_FN(static_cast<Tensor& (*)(Tensor&, Gen)>(
-                        at::native::random_)));
-  m.impl("random_.from",
-         TORCH_FN(static_cast<Tensor& (*)(Tensor&, int64_t,
-                                          std::optional<int64_t>, Gen)>(
-             at::native::random_)));
+  m.impl(
+      "normal.Tensor_Tensor_out",
+      TORCH_FN(
+          static_cast<Tensor& (*)(const Tensor&, const Tensor&, Gen, Tensor&)>(
+              at::native::normal_out)));
+  m.impl("random_",
+         TORCH_FN(static_cast<Tensor& (*)(Tensor&, Gen)>(at::native::random_)));
+  m.impl(
+      "random_.from",
+      TORCH_FN(static_cast<Tensor& (*)(Tensor&, int64_t, std::optional<int64_t>,
+                                       Gen)>(at::native::random_)));
   m.impl("random_.to", TORCH_FN(static_cast<Tensor& (*)(Tensor&, int64_t, Gen)>(
                            at::native::random_)));
   m.impl("bernoulli_.float",

@@ -24,8 +24,7 @@ void bindChapter08(py::module_& m) {
         return py::reinterpret_steal<py::object>(
             THPGenerator_initDefaultGenerator(defaultGenerator(device)));
       },
-      py::arg("device"),
-      "The default torch.Generator of an accinte device.");
+      py::arg("device"), "The default torch.Generator of an accinte device.");
   m.def(
       "_philox4x32_10",
       [](const PhiloxBlock& counter, const PhiloxKey& key) {
