@@ -294,7 +294,7 @@ def test_random_kernels_run_on_the_stream(forked):
     with torch.accinte.stream(stream):
         out = torch.zeros(64, device="accinte")
         torch.accinte.synchronize()
-        gate = _C._TestingStreamGate(0, timeout_seconds=30.0)
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
         try:
             out.uniform_(2.0, 3.0)
             out.exponential_()
