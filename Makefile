@@ -2,6 +2,17 @@
 
 PYTHON ?= python3
 BUILD := build
+# The second PyTorch release every stage is built and tested against.
+COMPAT_TORCH := 2.14.1
+# TORCH_VERSION=X.Y.Z builds and tests against that release instead of the
+# installed one: in a virtual environment and a build tree of its own, so the
+# two never mix (`TORCH_VERSION=2.14.1 make test-stage STAGE=03`).
+TORCH_VERSION ?=
+ifneq ($(TORCH_VERSION),)
+VENV := build/venv-torch-$(TORCH_VERSION)
+PYTHON := $(VENV)/bin/python
+BUILD := build/torch-$(TORCH_VERSION)
+endif
 CMAKE_DIR := $(BUILD)/cmake
 DOCS_DIR := $(BUILD)/docs
 JOBS ?= 2
@@ -18,7 +29,7 @@ chapter_tests = $(wildcard tests/ch$(1)_*)
 tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $(1)))),$(call chapter_tests,$(n))))
 PYTEST := $(PYTHON) -m pytest -q
 
-.PHONY: help deps configure build stage test-stage test-emulator \
+.PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized docs docs-check outputs outputs-check \
         format-check install demo test clean
 
@@ -29,11 +40,12 @@ help: ## List the targets
 
 deps: $(BUILD)/.deps ## Install missing Debian and pinned pip packages
 $(BUILD)/.deps: tools/install_deps.sh requirements/build.txt requirements/test.txt requirements/docs.txt
-	PYTHON=$(PYTHON) tools/install_deps.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) tools/install_deps.sh
 	@mkdir -p $(BUILD) && touch $@
 
 configure: deps
-	cmake -S . -B $(CMAKE_DIR) -G Ninja -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
+	cmake -S . -B $(CMAKE_DIR) -G Ninja -DACCINTE_STAGE_ROOT=$(CURDIR)/$(BUILD) \
+	  -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
 
 build: configure ## Build the emulator and every stage
 	cmake --build $(CMAKE_DIR) -j $(JOBS)
@@ -82,15 +94,22 @@ demo: deps install ## Install everything, run the quickstart, build the guide
 	$(MAKE) --no-print-directory docs
 
 # Each stage's own chapter tests run against that stage alone (proving the
-# chapter needs nothing later), then all tests run against the final stage.
-test: deps docs-check test-emulator test-emulator-sanitized build outputs-check ## Everything CI runs
+# chapter needs nothing later), then all tests run against the final stage,
+# including the install of the package into a fresh virtual environment.
+test-stages: build ## Each chapter's tests against its own stage
 	@set -e; for n in $(STAGES); do \
-	  echo "== chapter $$n tests against stage $$n"; \
+	  echo "== chapter $$n tests against stage $$n (torch $$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
 	  PYTHONPATH=$(BUILD)/stage$$n/python $(PYTEST) tests/ch$${n}_*; \
 	done
+
+test-compat: ## Every stage built and tested against torch $(COMPAT_TORCH) as well
+	$(MAKE) --no-print-directory TORCH_VERSION=$(COMPAT_TORCH) test-stages
+
+test: deps docs-check test-emulator test-emulator-sanitized build outputs-check test-stages ## Everything CI runs
 	@echo "== all tests against the final stage $(FINAL_STAGE)"
-	PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
+	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
 	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory test-compat
 
 clean: ## Remove build/
 	rm -rf $(BUILD)

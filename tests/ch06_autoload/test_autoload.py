@@ -298,6 +298,17 @@ def test_the_installed_package_autoloads(tmp_path):
     off = run("import sys, torch; assert 'torch_accinte' not in sys.modules",
               None, autoload="0", python=python)
     assert off.returncode == 0, off.stderr
+    # The README's quickstart runs as a user would run it, against the
+    # installed package and nothing else.
+    quickstart = subprocess.run(
+        [python, ROOT / "examples" / "quickstart.py"], capture_output=True,
+        text=True, cwd=_EMPTY.name, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert quickstart.returncode == 0, quickstart.stdout + quickstart.stderr
+    assert "round trip via accinte:0 and accinte:1 is exact" in quickstart.stdout
+    if "08_generator" in torch_accinte.loaded_chapters:  # the whole backend
+        assert "training accuracy on accinte" in quickstart.stdout
 
 
 STALE = """

@@ -1,3 +1,4 @@
+#include <01_minimal_ops/csrc/allocator.h>
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
@@ -58,19 +59,8 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH01_SIMPLE_ALLOCATOR
 
-  // NB: on the current stream of the memory's device, as every other copy:
-  // accinteMemcpy is ordered only after the default stream, and would read
-  // `src` before a kernel queued on a side stream has written it.
   void copy_data(void* dest, const void* src, std::size_t count) const final {
-    accintePointerAttributes attributes{};
-    ACCINTE_CHECK(accintePointerGetAttributes(&attributes, dest));
-    TORCH_CHECK(attributes.type == accinteMemoryTypeDevice,
-                "accinte: copy_data into memory that is not device memory");
-    const accinteStream_t stream = nativeStream(
-        currentStream(static_cast<c10::DeviceIndex>(attributes.device)));
-    ACCINTE_CHECK(accinteMemcpyAsync(dest, src, count,
-                                     accinteMemcpyDeviceToDevice, stream));
-    ACCINTE_CHECK(accinteStreamSynchronize(stream));
+    copyDeviceMemoryOnCurrentStream(dest, src, count);
   }
 
   bool initialized() override {
@@ -94,13 +84,7 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     checkDeviceIndex(device);
     std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& stats = stats_[device];
-    forEachStat(stats, [](c10::CachingAllocator::Stat& stat) {
-      stat.reset_accumulated();
-    });
-    stats.num_device_alloc = 0;
-    stats.num_device_free = 0;
-    stats.num_ooms = 0;
+    accinte::resetAccumulatedStats(stats_[device]);
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
@@ -111,14 +95,7 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    checkDeviceIndex(device);
-    const c10::DeviceIndex previous = exchangeDevice(device);
-    size_t free = 0;
-    size_t total = 0;
-    const accinteError_t status = accinteMemGetInfo(&free, &total);
-    exchangeDevice(previous);
-    ACCINTE_CHECK(status);
-    return {free, total};
+    return deviceMemoryInfo(device);
   }
 
   static SimpleDeviceAllocator& instance() {
@@ -129,18 +106,6 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
   }
 
  private:
-  /** Applies `action` to every statistic this allocator keeps. */
-  template <typename Action>
-  static void forEachStat(DeviceStats& stats, Action action) {
-    for (auto* array : {&stats.allocation, &stats.segment, &stats.active,
-                        &stats.allocated_bytes, &stats.reserved_bytes,
-                        &stats.active_bytes, &stats.requested_bytes}) {
-      for (auto& stat : *array) {
-        action(stat);
-      }
-    }
-  }
-
   struct Block {
     size_t nbytes;
     c10::DeviceIndex device;
@@ -202,4 +167,26 @@ struct RegisterSimpleDeviceAllocator {
 // LITERALINCLUDE END: CH01_ALLOCATOR_REGISTER
 
 } // namespace
+
+void resetAccumulatedStats(DeviceStats& stats) {
+  forEachStat(stats,
+              [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  stats.num_alloc_retries = 0;
+  stats.num_ooms = 0;
+  stats.num_sync_all_streams = 0;
+  stats.num_device_alloc = 0;
+  stats.num_device_free = 0;
+}
+
+std::pair<size_t, size_t> deviceMemoryInfo(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  const c10::DeviceIndex previous = exchangeDevice(device);
+  size_t free = 0;
+  size_t total = 0;
+  const accinteError_t status = accinteMemGetInfo(&free, &total);
+  exchangeDevice(previous);
+  ACCINTE_CHECK(status);
+  return {free, total};
+}
+
 } // namespace accinte

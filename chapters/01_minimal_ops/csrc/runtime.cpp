@@ -228,6 +228,20 @@ accinteStream_t nativeStream(const c10::Stream& stream) {
   return streamRegistry().lookup(stream);
 }
 
+void copyDeviceMemoryOnCurrentStream(void* dest, const void* src,
+                                     size_t count) {
+  accintePointerAttributes attributes{};
+  ACCINTE_CHECK(accintePointerGetAttributes(&attributes, dest));
+  TORCH_CHECK(attributes.type == accinteMemoryTypeDevice,
+              "accinte: copying device memory into memory that is not device "
+              "memory");
+  const accinteStream_t stream = nativeStream(
+      currentStream(static_cast<c10::DeviceIndex>(attributes.device)));
+  ACCINTE_CHECK(
+      accinteMemcpyAsync(dest, src, count, accinteMemcpyDeviceToDevice, stream));
+  ACCINTE_CHECK(accinteStreamSynchronize(stream));
+}
+
 int streamPriority(const c10::Stream& stream) {
   int priority = 0;
   ACCINTE_CHECK(accinteStreamGetPriority(nativeStream(stream), &priority));

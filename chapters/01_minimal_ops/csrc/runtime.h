@@ -68,4 +68,17 @@ ACCINTE_EXPORT accinteStream_t nativeStream(const c10::Stream& stream);
 /** The (clamped) priority of a stream. */
 ACCINTE_EXPORT int streamPriority(const c10::Stream& stream);
 
+/**
+ * Copies `count` bytes of device memory on the current stream of the device
+ * that owns `dest` and waits for the copy: what a device allocator's
+ * `copy_data` must do (PyTorch calls it to materialize a lazy clone).
+ *
+ * NB: on the current stream, as every other copy: accinteMemcpy is ordered
+ * only after the default stream, and would read `src` before a kernel
+ * queued on a side stream has written it.
+ */
+ACCINTE_EXPORT void copyDeviceMemoryOnCurrentStream(void* dest,
+                                                    const void* src,
+                                                    size_t count);
+
 } // namespace accinte

@@ -3,6 +3,7 @@
 // per-device pools and hands them out again in stream order, and counts what
 // it does in PyTorch's DeviceStats.
 
+#include <01_minimal_ops/csrc/allocator.h>
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
@@ -198,7 +199,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const final {
-    ACCINTE_CHECK(accinteMemcpy(dest, src, count, accinteMemcpyDeviceToDevice));
+    copyDeviceMemoryOnCurrentStream(dest, src, count);
   }
 
   bool initialized() override {
@@ -246,13 +247,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     checkDeviceIndex(device);
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
-    DeviceStats& stats = state.stats;
-    forEachStat(stats, [](Stat& stat) { stat.reset_accumulated(); });
-    stats.num_alloc_retries = 0;
-    stats.num_ooms = 0;
-    stats.num_sync_all_streams = 0;
-    stats.num_device_alloc = 0;
-    stats.num_device_free = 0;
+    accinte::resetAccumulatedStats(state.stats);
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
@@ -263,14 +258,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    checkDeviceIndex(device);
-    const c10::DeviceIndex previous = exchangeDevice(device);
-    size_t free = 0;
-    size_t total = 0;
-    const accinteError_t status = accinteMemGetInfo(&free, &total);
-    exchangeDevice(previous);
-    ACCINTE_CHECK(status);
-    return {free, total};
+    return deviceMemoryInfo(device);
   }
 
   static CachingDeviceAllocator& instance() {
@@ -281,21 +269,6 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
  private:
-  template <typename Action>
-  static void forEachStat(DeviceStats& stats, Action action) {
-    for (StatArray* array :
-         {&stats.allocation, &stats.segment, &stats.active,
-          &stats.inactive_split, &stats.allocated_bytes, &stats.reserved_bytes,
-          &stats.active_bytes, &stats.inactive_split_bytes,
-          &stats.requested_bytes}) {
-      for (Stat& stat : *array) {
-        action(stat);
-      }
-    }
-    action(stats.oversize_allocations);
-    action(stats.oversize_segments);
-  }
-
   /** Adds `delta` to a statistic, both in total and for `pool`'s class. */
   static void update(DeviceState& state, const BlockPool& pool,
                      StatArray DeviceStats::*array, int64_t delta) {
