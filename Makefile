@@ -66,8 +66,10 @@ docs: deps ## Build the HTML guide (warnings are errors)
 	mkdir -p $(DOCS_DIR)
 	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile
 	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile.chapters
-	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -b html . $(DOCS_DIR)/html
-	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/docs/index.html"
+	@# NB: the doctrees (Sphinx's pickled state) stay out of the published html/.
+	rm -rf $(DOCS_DIR)/html/.doctrees
+	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -d $(DOCS_DIR)/doctrees -b html . $(DOCS_DIR)/html
+	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/index.html"
 
 docs-check: ## Tag checker (and its self-test) and clang-format check
 	$(PYTHON) tools/check_tags.py --self-test

@@ -9,7 +9,7 @@ Build (from the repository root)::
     mkdir -p build/docs
     ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile
     ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile.chapters
-    python -m sphinx -W --keep-going -n -b html . build/docs/html
+    python -m sphinx -W --keep-going -n -d build/docs/doctrees -b html . build/docs/html
 
 The C++ API reference comes from Doxygen's XML, read by Breathe. Doxygen writes
 it to ``$ACCINTE_DOCS_BUILD/doxygen/xml`` (emulator, docs/Doxyfile) and
@@ -47,7 +47,10 @@ extensions = [
     "breathe",
 ]
 
-root_doc = "docs/index"
+# The landing page is index.md at the repository root, so that the site's root
+# (build/docs/html/index.html) is the guide's front door; the other pages are
+# under docs/ and chapters/.
+root_doc = "index"
 
 source_suffix = {
     ".md": "markdown",
@@ -86,7 +89,7 @@ exclude_patterns = [
     "chapters/*/python/**",
     "chapters/*/tests/**",
     # The repository's README.md is the GitHub landing page; the guide's
-    # landing page is docs/index.md.
+    # landing page is index.md.
     "README.md",
     "CONTRIBUTING.md",
     "LICENSE*",
