@@ -19,9 +19,12 @@ commands must see the same ``ACCINTE_DOCS_BUILD``.
 """
 
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+# The guide's own small Sphinx extensions (docs/_ext/*.py).
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 # Where Doxygen's output lives. A relative path is relative to this file (the
 # repository root), the directory `doxygen docs/Doxyfile` is run from.
@@ -45,6 +48,8 @@ release = "0.1"
 extensions = [
     "myst_parser",
     "breathe",
+    # Every literalinclude is captioned with its file and dedented.
+    "accinte_listings",
 ]
 
 # The landing page is index.md at the repository root, so that the site's root

@@ -1,0 +1,52 @@
+"""Listings that say where they come from.
+
+Every ``literalinclude`` of the guide gets, unless the page gives its own:
+
+* a caption naming the included file relative to the repository root (the
+  Sphinx source directory), so a reader can open the real source; for a
+  generated output (``output/X.txt``) the caption names the script that
+  printed it and the stage it ran against;
+* ``:dedent:`` without a value, which strips the indentation common to all
+  lines: a region cut from the middle of a function starts at column 0.
+
+Doing this once here keeps the pages' include blocks short and uniform, and
+tools/check_tags.py keeps parsing them unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from sphinx.application import Sphinx
+from sphinx.directives.code import LiteralInclude
+
+#: ``chapters/NN_name/output/X.txt``: a generated output of stage NN.
+_OUTPUT_RE = re.compile(r"^chapters/(?P<stage>\d\d)_[^/]+/output/[^/]+\.txt$")
+
+
+def caption_for(rel_path: str) -> str:
+    """The caption (MyST Markdown) of a listing of ``rel_path``."""
+    path = PurePosixPath(rel_path)
+    match = _OUTPUT_RE.match(path.as_posix())
+    if match:
+        script = path.with_suffix(".py").as_posix()
+        return f"Output of `{script}`, run against stage {match['stage']}"
+    return f"`{path.as_posix()}`"
+
+
+class CaptionedLiteralInclude(LiteralInclude):
+    """``literalinclude`` with a default caption and ``:dedent:``."""
+
+    def run(self):
+        if self.arguments and "caption" not in self.options:
+            rel_filename, _ = self.env.relfn2path(self.arguments[0])
+            self.options["caption"] = caption_for(rel_filename)
+        # NB: None means "remove the common indentation" (textwrap.dedent).
+        self.options.setdefault("dedent", None)
+        return super().run()
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("literalinclude", CaptionedLiteralInclude, override=True)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
