@@ -50,6 +50,8 @@ extensions = [
     "breathe",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
+    # A copy button on every code block.
+    "sphinx_copybutton",
 ]
 
 # The landing page is index.md at the repository root, so that the site's root
@@ -150,4 +152,6 @@ breathe_default_members = ("members",)
 
 html_theme = "furo"
 html_title = "torch_accinte: a PrivateUse1 backend, step by step"
-html_static_path = []
+html_static_path = ["docs/_static"]
+# Layout fixes (in-page contents at 1280 px, tables that fit): see the file.
+html_css_files = ["accinte.css"]
