@@ -50,6 +50,10 @@ extensions = [
     "breathe",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
+    # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
+    # accinte_diagrams adds those generated from the repository's layout.
+    "sphinx.ext.graphviz",
+    "accinte_diagrams",
     # A copy button on every code block.
     "sphinx_copybutton",
 ]
@@ -152,6 +156,9 @@ breathe_default_members = ("members",)
 
 html_theme = "furo"
 html_title = "torch_accinte: a PrivateUse1 backend, step by step"
+# SVG stays sharp at any zoom and its text can be searched and selected.
+graphviz_output_format = "svg"
+
 html_static_path = ["docs/_static"]
 # Layout fixes (in-page contents at 1280 px, tables that fit): see the file.
 html_css_files = ["accinte.css"]
