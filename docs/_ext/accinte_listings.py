@@ -16,22 +16,29 @@ tools/check_tags.py keeps parsing them unchanged.
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
 
 #: ``chapters/NN_name/output/X.txt``: a generated output of stage NN.
 _OUTPUT_RE = re.compile(r"^chapters/(?P<stage>\d\d)_[^/]+/output/[^/]+\.txt$")
+#: A script of ``docs/output/`` names its stage (see tools/generate_outputs.py).
+_STAGE_LINE = re.compile(r"^# stage: (\d\d)\s*$", re.MULTILINE)
 
 
-def caption_for(rel_path: str) -> str:
+def caption_for(rel_path: str, srcdir: Path) -> str:
     """The caption (MyST Markdown) of a listing of ``rel_path``."""
     path = PurePosixPath(rel_path)
+    script = path.with_suffix(".py")
     match = _OUTPUT_RE.match(path.as_posix())
     if match:
-        script = path.with_suffix(".py").as_posix()
         return f"Output of `{script}`, run against stage {match['stage']}"
+    if path.parent.name == "output" and path.suffix == ".txt":
+        source = srcdir / script
+        stage = _STAGE_LINE.search(source.read_text()) if source.is_file() else None
+        if stage:
+            return f"Output of `{script}`, run against stage {stage.group(1)}"
     return f"`{path.as_posix()}`"
 
 
@@ -41,7 +48,7 @@ class CaptionedLiteralInclude(LiteralInclude):
     def run(self):
         if self.arguments and "caption" not in self.options:
             rel_filename, _ = self.env.relfn2path(self.arguments[0])
-            self.options["caption"] = caption_for(rel_filename)
+            self.options["caption"] = caption_for(rel_filename, Path(self.env.srcdir))
         # NB: None means "remove the common indentation" (textwrap.dedent).
         self.options.setdefault("dedent", None)
         return super().run()
