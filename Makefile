@@ -19,7 +19,7 @@ tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $
 PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-emulator \
-        test-emulator-sanitized docs docs-check outputs outputs-check \
+        test-emulator-sanitized docs docs-check docs-browser-test outputs outputs-check \
         format-check install demo test clean
 
 help: ## List the targets
@@ -70,6 +70,9 @@ docs: deps ## Build the HTML guide (warnings are errors)
 	rm -rf $(DOCS_DIR)/html/.doctrees
 	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -d $(DOCS_DIR)/doctrees -b html . $(DOCS_DIR)/html
 	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/index.html"
+
+docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
+	$(PYTHON) tools/browser_test.py
 
 docs-check: ## Tag checker (and its self-test) and clang-format check
 	$(PYTHON) tools/check_tags.py --self-test

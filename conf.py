@@ -162,3 +162,5 @@ graphviz_output_format = "svg"
 html_static_path = ["docs/_static"]
 # Layout fixes (in-page contents at 1280 px, tables that fit): see the file.
 html_css_files = ["accinte.css"]
+# NB: without an icon a browser asks the site root for /favicon.ico, a 404.
+html_favicon = "docs/_static/favicon.svg"

@@ -7,7 +7,9 @@ Every ``literalinclude`` of the guide gets, unless the page gives its own:
   generated output (``output/X.txt``) the caption names the script that
   printed it and the stage it ran against;
 * ``:dedent:`` without a value, which strips the indentation common to all
-  lines: a region cut from the middle of a function starts at column 0.
+  lines: a region cut from the middle of a function starts at column 0;
+* for a generated output, the class ``accinte-output``, by which
+  tools/browser_test.py finds the blocks none of whose lines may be cut.
 
 Doing this once here keeps the pages' include blocks short and uniform, and
 tools/check_tags.py keeps parsing them unchanged.
@@ -25,6 +27,11 @@ from sphinx.directives.code import LiteralInclude
 _OUTPUT_RE = re.compile(r"^chapters/(?P<stage>\d\d)_[^/]+/output/[^/]+\.txt$")
 #: A script of ``docs/output/`` names its stage (see tools/generate_outputs.py).
 _STAGE_LINE = re.compile(r"^# stage: (\d\d)\s*$", re.MULTILINE)
+
+
+def is_output(caption: str) -> bool:
+    """Whether a caption made by caption_for is that of a generated output."""
+    return caption.startswith("Output of ")
 
 
 def caption_for(rel_path: str, srcdir: Path) -> str:
@@ -49,6 +56,8 @@ class CaptionedLiteralInclude(LiteralInclude):
         if self.arguments and "caption" not in self.options:
             rel_filename, _ = self.env.relfn2path(self.arguments[0])
             self.options["caption"] = caption_for(rel_filename, Path(self.env.srcdir))
+            if is_output(self.options["caption"]):
+                self.options["class"] = self.options.get("class", []) + ["accinte-output"]
         # NB: None means "remove the common indentation" (textwrap.dedent).
         self.options.setdefault("dedent", None)
         return super().run()
