@@ -3,7 +3,9 @@
 ``{accinte-stages}`` draws the stages layered on the emulator, as Graphviz
 (``sphinx.ext.graphviz``) renders it at build time. The chapters and their
 titles are read from ``chapters/NN_name/README.md`` when the guide is built,
-so a new chapter appears in the picture without anyone editing it.
+so a new chapter appears in the picture without anyone editing it (an
+incremental build re-reads the pages that draw it when the chapter list
+changes).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class StagesDiagram(SphinxDirective):
         items = chapters(srcdir)
         for _, _, readme in items:
             self.env.note_dependency(str(readme))
+        _drawing_docs(self.env).add(self.env.docname)
         node = graphviz()
         node["code"] = stages_dot(items)
         node["options"] = {"docname": self.env.current_document.docname}
@@ -90,7 +93,34 @@ class StagesDiagram(SphinxDirective):
         return [node]
 
 
+def _drawing_docs(env) -> set:
+    """Names of the pages that draw the stages."""
+    if not hasattr(env, "accinte_stage_docs"):
+        env.accinte_stage_docs = set()
+    return env.accinte_stage_docs
+
+
+def _outdated(app, env, added, changed, removed):
+    """The pages that draw the stages, if a chapter came or went."""
+    current = [number for number, _, _ in chapters(Path(env.srcdir))]
+    if getattr(env, "accinte_chapter_list", None) == current:
+        return []
+    env.accinte_chapter_list = current
+    return sorted(_drawing_docs(env))
+
+
+def _purge(app, env, docname):
+    _drawing_docs(env).discard(docname)
+
+
+def _merge(app, env, docnames, other):
+    _drawing_docs(env).update(_drawing_docs(other) & set(docnames))
+
+
 def setup(app: Sphinx) -> dict:
     app.setup_extension("sphinx.ext.graphviz")
     app.add_directive("accinte-stages", StagesDiagram)
+    app.connect("env-get-outdated", _outdated)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
