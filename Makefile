@@ -69,14 +69,16 @@ docs: deps ## Build the HTML guide (warnings are errors)
 	@# NB: the doctrees (Sphinx's pickled state) stay out of the published html/.
 	rm -rf $(DOCS_DIR)/html/.doctrees
 	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -d $(DOCS_DIR)/doctrees -b html . $(DOCS_DIR)/html
+	$(PYTHON) tools/check_links.py --html $(DOCS_DIR)/html
 	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/index.html"
 
 docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
 	$(PYTHON) tools/browser_test.py
 
-docs-check: ## Tag checker (and its self-test) and clang-format check
+docs-check: ## Tag checker, link checker self-test, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py
+	$(PYTHON) tools/check_links.py --self-test
 	tools/check_format.sh
 
 install: build ## pip install the final backend (torch_accinte)
