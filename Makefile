@@ -30,7 +30,7 @@ tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $
 PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
-        test-emulator-sanitized docs docs-check outputs outputs-check \
+        test-emulator-sanitized docs docs-check docs-browser-test outputs outputs-check \
         format-check install demo test clean
 
 help: ## List the targets
@@ -78,12 +78,19 @@ docs: deps ## Build the HTML guide (warnings are errors)
 	mkdir -p $(DOCS_DIR)
 	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile
 	ACCINTE_DOCS_BUILD=$(CURDIR)/$(DOCS_DIR) doxygen docs/Doxyfile.chapters
-	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -b html . $(DOCS_DIR)/html
-	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/docs/index.html"
+	@# NB: the doctrees (Sphinx's pickled state) stay out of the published html/.
+	rm -rf $(DOCS_DIR)/html/.doctrees
+	ACCINTE_DOCS_BUILD=$(DOCS_DIR) $(PYTHON) -m sphinx -W --keep-going -n -q -d $(DOCS_DIR)/doctrees -b html . $(DOCS_DIR)/html
+	$(PYTHON) tools/check_links.py --html $(DOCS_DIR)/html
+	@echo "The guide is at $(CURDIR)/$(DOCS_DIR)/html/index.html"
 
-docs-check: ## Tag checker (and its self-test) and clang-format check
+docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
+	$(PYTHON) tools/browser_test.py
+
+docs-check: ## Tag checker, link checker self-test, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py
+	$(PYTHON) tools/check_links.py --self-test
 	tools/check_format.sh
 
 install: build ## pip install the final backend (torch_accinte)

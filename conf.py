@@ -9,7 +9,7 @@ Build (from the repository root)::
     mkdir -p build/docs
     ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile
     ACCINTE_DOCS_BUILD=build/docs doxygen docs/Doxyfile.chapters
-    python -m sphinx -W --keep-going -n -b html . build/docs/html
+    python -m sphinx -W --keep-going -n -d build/docs/doctrees -b html . build/docs/html
 
 The C++ API reference comes from Doxygen's XML, read by Breathe. Doxygen writes
 it to ``$ACCINTE_DOCS_BUILD/doxygen/xml`` (emulator, docs/Doxyfile) and
@@ -19,9 +19,12 @@ commands must see the same ``ACCINTE_DOCS_BUILD``.
 """
 
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+# The guide's own small Sphinx extensions (docs/_ext/*.py).
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 # Where Doxygen's output lives. A relative path is relative to this file (the
 # repository root), the directory `doxygen docs/Doxyfile` is run from.
@@ -45,9 +48,20 @@ release = "0.1"
 extensions = [
     "myst_parser",
     "breathe",
+    # Every literalinclude is captioned with its file and dedented.
+    "accinte_listings",
+    # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
+    # accinte_diagrams adds those generated from the repository's layout.
+    "sphinx.ext.graphviz",
+    "accinte_diagrams",
+    # A copy button on every code block.
+    "sphinx_copybutton",
 ]
 
-root_doc = "docs/index"
+# The landing page is index.md at the repository root, so that the site's root
+# (build/docs/html/index.html) is the guide's front door; the other pages are
+# under docs/ and chapters/.
+root_doc = "index"
 
 source_suffix = {
     ".md": "markdown",
@@ -86,7 +100,7 @@ exclude_patterns = [
     "chapters/*/python/**",
     "chapters/*/tests/**",
     # The repository's README.md is the GitHub landing page; the guide's
-    # landing page is docs/index.md.
+    # landing page is index.md.
     "README.md",
     "CONTRIBUTING.md",
     "LICENSE*",
@@ -142,4 +156,11 @@ breathe_default_members = ("members",)
 
 html_theme = "furo"
 html_title = "torch_accinte: a PrivateUse1 backend, step by step"
-html_static_path = []
+# SVG stays sharp at any zoom and its text can be searched and selected.
+graphviz_output_format = "svg"
+
+html_static_path = ["docs/_static"]
+# Layout fixes (in-page contents at 1280 px, tables that fit): see the file.
+html_css_files = ["accinte.css"]
+# NB: without an icon a browser asks the site root for /favicon.ico, a 404.
+html_favicon = "docs/_static/favicon.svg"

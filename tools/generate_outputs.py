@@ -3,23 +3,81 @@
 
 The guide never shows typed output: each ``chapters/NN_name/output/X.py`` is
 run against stage NN (``build/stageNN/python``) and its standard output is
-written to ``X.txt`` beside it, which the chapter's page includes. With
-``--check`` nothing is written; the run fails if a stored output differs from
-a fresh one, so the pages cannot drift from the code.
+written to ``X.txt`` beside it, which the chapter's page includes. A script
+of a page that is not a chapter's, ``docs/output/X.py``, names its stage in
+a line of its own, ``# stage: NN``. With ``--check`` nothing is written; the
+run fails if a stored output differs from a fresh one, so the pages cannot
+drift from the code.
+
+A rendered output block is about 86 characters wide on a 1280 px screen and
+a line longer than that would hide its end behind a scroll bar, so lines
+longer than WIDTH are wrapped here: each piece but the last ends with
+MARKER, and the pieces after the first are indented two spaces more than
+the line. An output that holds a Markdown table (a ``| --- |`` delimiter
+row) is Markdown that a page renders with ``{include}``, not a text block,
+and is kept whole.
 """
 
 import argparse
 import difflib
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
+#: Longest line of a stored output, marker included.
+WIDTH = 80
+#: Ends every piece of a wrapped line but the last.
+MARKER = " \u21a9"  # " ↩"
+
+#: The delimiter row of a Markdown table: the output is Markdown.
+_TABLE_DELIMITER = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$", re.MULTILINE)
+
+_STAGE_LINE = re.compile(r"^# stage: (\d\d)\s*$", re.MULTILINE)
+
+
+def stage_of(script: pathlib.Path) -> str:
+    """The stage a script runs against: its chapter's, or its ``# stage:``."""
+    chapter = script.parent.parent.name
+    if script.parent.name == "output" and re.match(r"^\d\d_", chapter) \
+            and script.parent.parent.parent.name == "chapters":
+        return chapter[:2]
+    match = _STAGE_LINE.search(script.read_text())
+    if match is None:
+        sys.exit(f"{script}: no '# stage: NN' line says which stage runs it")
+    return match.group(1)
+
+
+def wrap_line(line: str) -> list:
+    """``line`` as pieces of at most WIDTH characters, MARKER on all but the last."""
+    if len(line) <= WIDTH:
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    pieces = textwrap.wrap(
+        line.strip(), width=WIDTH - len(MARKER) - len(indent) - 2,
+        initial_indent="", subsequent_indent="", break_on_hyphens=False,
+        break_long_words=True, drop_whitespace=True,
+    )
+    return [indent + ("  " if i else "") + piece + (MARKER if i < len(pieces) - 1 else "")
+            for i, piece in enumerate(pieces)]
+
+
+def wrap(text: str) -> str:
+    """``text`` with every line longer than WIDTH wrapped (see the docstring)."""
+    if _TABLE_DELIMITER.search(text):
+        return text
+    lines = []
+    for line in text.splitlines():
+        lines.extend(wrap_line(line))
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
 
 def run_script(script: pathlib.Path) -> str:
-    stage = script.parent.parent.name.split("_")[0]
+    stage = stage_of(script)
     stage_python = ROOT / "build" / f"stage{stage}" / "python"
     if not stage_python.is_dir():
         sys.exit(f"{script}: stage {stage} is not built (run `make build`)")
@@ -36,7 +94,7 @@ def run_script(script: pathlib.Path) -> str:
     )
     if result.returncode != 0:
         sys.exit(f"{script} failed:\n{result.stderr}")
-    return result.stdout
+    return wrap(result.stdout)
 
 
 def main() -> int:
@@ -46,6 +104,7 @@ def main() -> int:
     args = parser.parse_args()
     stale = 0
     scripts = sorted(ROOT.glob("chapters/[0-9][0-9]_*/output/*.py"))
+    scripts += sorted(ROOT.glob("docs/output/*.py"))
     for script in scripts:
         stored = script.with_suffix(".txt")
         fresh = run_script(script)

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 # --- Debian packages -------------------------------------------------------
-packages=(g++ cmake ninja-build ccache doxygen libgtest-dev clang-format)
+# NB: chromium is the browser of `make docs-browser-test` (tools/browser_test.py).
+packages=(g++ cmake ninja-build ccache doxygen graphviz chromium libgtest-dev clang-format)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Opens every page of the built guide in headless Chromium and checks it.
+
+The guide (``build/docs/html``, from ``make docs``) is served by Python's
+``http.server`` on 127.0.0.1, and Debian's ``chromium`` is driven through
+the Chrome DevTools protocol over ``--remote-debugging-pipe`` (JSON messages
+separated by NUL bytes on file descriptors 3 and 4), so nothing beyond the
+standard library and the browser is needed, and nothing is downloaded.
+
+A page fails on:
+
+* a JavaScript exception or a console error (which includes a resource,
+  such as an image or a script, that failed to load);
+* a broken image: an ``<img>`` without pixels or a diagram ``<object>``
+  whose document did not load;
+* no content: a page whose article holds fewer than MIN_TEXT characters;
+* a generated output block (``.accinte-output``, see
+  docs/_ext/accinte_listings.py) with a line wider than its box.
+
+Other code blocks wider than their box are reported, not failed: a reader
+can scroll a listing, but an output's cut-off line is the one that says
+what went wrong. The search page must find "allocator" and "fallback", and
+screenshots of the landing page and of a chapter page are written to
+``build/docs/screenshots/``. The window is 1280 x 900 pixels.
+
+Usage, from the repository root::
+
+    python3 tools/browser_test.py [--html build/docs/html] [--chromium chromium]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import fcntl
+import functools
+import http.server
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WIDTH, HEIGHT = 1280, 900
+#: Fewest characters of text a page's article must hold.
+MIN_TEXT = 200
+#: Seconds to wait for one page's load event.
+LOAD_TIMEOUT = 30
+#: Queries the search page must answer.
+SEARCHES = ("allocator", "fallback")
+#: Pages whose screenshots are saved (relative to the html directory).
+SCREENSHOTS = {
+    "landing.png": "index.html",
+    "chapter02.png": "chapters/02_fallback/README.html",
+}
+
+#: Runs in the page after its load event; returns what the checks need.
+PAGE_PROBE = r"""
+(() => {
+  const article = document.querySelector("article[role=main]") || document.body;
+  const brokenImages = [...document.querySelectorAll("img")]
+    .filter(img => !img.complete || img.naturalWidth === 0)
+    .map(img => img.getAttribute("src"));
+  const brokenObjects = [...document.querySelectorAll("object")]
+    .filter(o => !o.contentDocument || !o.contentDocument.documentElement
+                 || o.getBoundingClientRect().width === 0)
+    .map(o => o.getAttribute("data"));
+  const wide = pre => pre.scrollWidth > pre.clientWidth + 1;
+  const label = pre => {
+    const wrapper = pre.closest(".literal-block-wrapper");
+    const caption = wrapper && wrapper.querySelector(".caption-text");
+    const first = pre.textContent.split("\n")[0];
+    return (caption ? caption.textContent.trim() + ": " : "") + first.slice(0, 70);
+  };
+  const outputs = [...document.querySelectorAll(".accinte-output pre")];
+  const others = [...document.querySelectorAll("pre")]
+    .filter(pre => !pre.closest(".accinte-output"));
+  return JSON.stringify({
+    textLength: article.innerText.trim().length,
+    brokenImages, brokenObjects,
+    outputs: outputs.length,
+    wideOutputs: outputs.filter(wide).map(label),
+    wideOthers: others.filter(wide).map(label),
+  });
+})()
+"""
+
+#: How many results the search page lists (the search runs after load).
+SEARCH_PROBE = (
+    "document.querySelectorAll('#search-results li, ul.search li').length"
+)
+
+
+class Browser:
+    """A headless Chromium driven through the DevTools protocol on a pipe."""
+
+    def __init__(self, executable: str, profile: str) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+
+        def wire_fds() -> None:
+            # In the child: the pipes become fds 3 and 4, which dup2 makes
+            # inheritable. NB: both are first moved above 9, so that wiring
+            # one cannot overwrite the other if it happened to be 3 or 4.
+            read_end = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10)
+            write_end = fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+
+        self.process = subprocess.Popen(
+            [
+                executable,
+                "--headless",
+                "--no-sandbox",  # NB: CI and this machine run as root
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                f"--window-size={WIDTH},{HEIGHT}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            # Python's own descriptors are not inheritable, so keeping the
+            # rest open leaks nothing; closing them would close 3 and 4.
+            close_fds=False,
+            preexec_fn=wire_fds,
+        )
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._next_id = 0
+        self._messages: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
+        self.events: List[Dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        target = self.send("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.send(
+            "Target.attachToTarget", targetId=target, flatten=True
+        )["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.send(f"{domain}.enable", session=True)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=WIDTH,
+            height=HEIGHT,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def _read(self) -> None:
+        buffer = b""
+        with os.fdopen(self._from_browser, "rb", buffering=0) as pipe:
+            while True:
+                chunk = pipe.read(65536)
+                if not chunk:
+                    self._messages.put(None)
+                    return
+                buffer += chunk
+                while b"\0" in buffer:
+                    message, buffer = buffer.split(b"\0", 1)
+                    self._messages.put(json.loads(message))
+
+    def _next_message(self, deadline: float) -> Dict[str, Any]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer from the browser")
+        try:
+            message = self._messages.get(timeout=remaining)
+        except queue.Empty:
+            raise TimeoutError("no answer from the browser") from None
+        if message is None:
+            raise RuntimeError("the browser closed its DevTools pipe")
+        return message
+
+    def send(self, method: str, session: bool = False, timeout: float = 30,
+             **params: Any) -> Dict[str, Any]:
+        """Sends one command and returns its result; keeps events seen meanwhile."""
+        self._next_id += 1
+        command: Dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            command["sessionId"] = self.session
+        os.write(self._to_browser, json.dumps(command).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._next_message(deadline)
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_for_event(self, method: str, timeout: float) -> None:
+        """Waits until an event named ``method`` arrives (or was kept)."""
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._next_message(deadline))
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send(
+            "Runtime.evaluate", session=True, expression=expression, returnByValue=True
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"probe failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def open(self, url: str) -> List[Dict[str, Any]]:
+        """Loads ``url``; returns the events of the load (errors included)."""
+        self.events = []
+        self.send("Page.navigate", session=True, url=url)
+        self.wait_for_event("Page.loadEventFired", LOAD_TIMEOUT)
+        # Let scripts that run on load (search, copy buttons) report errors.
+        time.sleep(0.3)
+        self.evaluate("0")
+        return self.events
+
+    def screenshot(self, path: Path) -> None:
+        data = self.send("Page.captureScreenshot", session=True, format="png")["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=5)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._to_browser)
+
+
+def errors_of(events: List[Dict[str, Any]]) -> List[str]:
+    """The JavaScript exceptions and console errors among ``events``."""
+    errors = []
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            text = details.get("exception", {}).get("description") or details.get("text")
+            errors.append(f"exception: {text}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            errors.append(f"console.{params['type']}: {args}")
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}".strip())
+    return errors
+
+
+def serve(directory: Path) -> http.server.ThreadingHTTPServer:
+    """http.server on 127.0.0.1, on a free port, in a thread."""
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def pages_of(html: Path) -> List[str]:
+    """Every HTML page of the guide, relative to ``html``, in a stable order."""
+    return sorted(
+        p.relative_to(html).as_posix()
+        for p in html.rglob("*.html")
+        if not any(part.startswith("_") for part in p.relative_to(html).parts)
+    )
+
+
+def check_page(browser: Browser, base: str, page: str) -> List[str]:
+    """Problems of one page (empty if it passes)."""
+    problems = errors_of(browser.open(f"{base}/{page}"))
+    probe = json.loads(browser.evaluate(PAGE_PROBE))
+    problems += [f"broken image {src}" for src in probe["brokenImages"]]
+    problems += [f"diagram did not load: {data}" for data in probe["brokenObjects"]]
+    if page != "search.html" and probe["textLength"] < MIN_TEXT:
+        problems.append(f"no content ({probe['textLength']} characters of text)")
+    problems += [f"output line wider than its box: {what}" for what in probe["wideOutputs"]]
+    for what in probe["wideOthers"]:
+        print(f"  note: {page}: code block scrolls sideways: {what}")
+    return problems
+
+
+def check_search(browser: Browser, base: str, query: str) -> List[str]:
+    errors = errors_of(browser.open(f"{base}/search.html?q={query}"))
+    deadline = time.monotonic() + 15
+    count = 0
+    while time.monotonic() < deadline:
+        count = browser.evaluate(SEARCH_PROBE) or 0
+        if count:
+            break
+        time.sleep(0.25)
+    problems = [f"search {query!r}: {e}" for e in errors]
+    if not count:
+        problems.append(f"search {query!r}: no results")
+    else:
+        print(f"ok: search {query!r}: {count} results")
+    return problems
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--html", type=Path, default=ROOT / "build" / "docs" / "html")
+    parser.add_argument("--screenshots", type=Path,
+                        default=ROOT / "build" / "docs" / "screenshots")
+    parser.add_argument("--chromium", default="chromium")
+    args = parser.parse_args(argv)
+    if not (args.html / "index.html").is_file():
+        print(f"browser_test: {args.html}/index.html missing (run `make docs`)",
+              file=sys.stderr)
+        return 1
+    executable = shutil.which(args.chromium)
+    if executable is None:
+        print(f"browser_test: {args.chromium} not found (run `make deps`)", file=sys.stderr)
+        return 1
+    args.screenshots.mkdir(parents=True, exist_ok=True)
+    server = serve(args.html)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    failed = passed = 0
+    with tempfile.TemporaryDirectory(prefix="browser_test_") as profile:
+        browser = Browser(executable, profile)
+        try:
+            for page in pages_of(args.html):
+                problems = check_page(browser, base, page)
+                if page in SCREENSHOTS.values():
+                    name = next(n for n, p in SCREENSHOTS.items() if p == page)
+                    browser.screenshot(args.screenshots / name)
+                if problems:
+                    failed += 1
+                    print(f"FAIL: {page}")
+                    for problem in problems:
+                        print(f"  {problem}")
+                else:
+                    passed += 1
+                    print(f"ok: {page}")
+            for query in SEARCHES:
+                problems = check_search(browser, base, query)
+                if problems:
+                    failed += 1
+                    print("FAIL: " + "\n  ".join(problems))
+                else:
+                    passed += 1
+        finally:
+            browser.close()
+            server.shutdown()
+    print(f"screenshots in {args.screenshots}")
+    print(f"{passed} passed, {failed} failed: browser test")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
