@@ -204,7 +204,11 @@ class TestAccinteCompareCpu(TestCase):
         warn_always = torch.is_warn_always_enabled()
         self._restore.callback(torch.set_warn_always, warn_always)
         torch.set_warn_always(True)
-        super().setUp()
+        try:
+            super().setUp()
+        except BaseException:
+            self._restore.close()
+            raise
 
     def tearDown(self):
         try:
