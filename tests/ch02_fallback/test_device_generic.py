@@ -47,6 +47,11 @@ try:
 except ImportError:  # numpy is optional for PyTorch's test helpers
     numpy = None
 
+# NB: PyTorch's TestCase.setUp seeds every device; before chapter 08 gives
+# accinte a generator, torch.manual_seed says so on every test.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Set seed for `accinte` device does not take effect:UserWarning")
+
 # The tolerance of PyTorch's test_compare_cpu.
 ATOL = RTOL = 1e-3
 
