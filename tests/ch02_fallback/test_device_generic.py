@@ -290,6 +290,21 @@ def test_op_list_is_explicit_and_large_enough():
         assert name in OP_NAMES
 
 
+def test_no_opinfo_decorator_targets_this_test():
+    """PyTorch's own skips and xfails in op_db (DecorateInfo) must not reach
+    this test, or an operator could stop being compared without notice."""
+    active = [
+        (op.full_name, dtype)
+        for op in SELECTED
+        for decorator in op.decorators
+        if isinstance(decorator, DecorateInfo)
+        for dtype in DTYPES
+        if decorator.is_active("TestAccinteCompareCpu", "test_compare_cpu",
+                               "accinte", dtype, {})
+    ]
+    assert active == []
+
+
 def test_instantiated_for_accinte_only():
     cls = globals()["TestAccinteCompareCpuPRIVATEUSE1"]
     assert issubclass(cls, PrivateUse1TestBase)
