@@ -155,17 +155,7 @@ EXCLUDED = {
 }
 
 # (op, dtypes or None for all, reason): known backend bugs, strict xfails.
-_RESIZE_WARNING = (
-    "accinte warns 'An output with one or more elements was resized' where "
-    "the CPU does not: with no accinte kernel, the functional form of this "
-    "structured operator is ATen's CompositeExplicitAutogradNonFunctional "
-    "kernel, which allocates the 0-dim reduced output on accinte and calls "
-    "the out= overload; the CPU fallback runs that out= kernel, whose meta "
-    "function first sizes the out tensor as the unreduced loss")
-KNOWN_FAILURES = [
-    ("nn.functional.mse_loss", None, _RESIZE_WARNING),
-    ("nn.functional.smooth_l1_loss", None, _RESIZE_WARNING),
-]
+KNOWN_FAILURES = []
 
 OP_NAMES = [name for group in OPS.values() for name in group]
 _BY_NAME = {op.full_name: op for op in op_db}

@@ -215,11 +215,18 @@ struct InstallCpuFallback {
 // type and, for a device it does not know, calls `convolution_overrideable`,
 // whose default kernel only raises. Registering the fallback by name for the
 // convolution and its backward puts the CPU route before those composites.
+//
+// The losses below have a kernel for every backend too, one that allocates
+// the reduced (0-dim) result and calls the `out=` overload. Through the
+// fallback that runs the CPU's `out=` kernel, which first sizes its output as
+// the unreduced loss and warns that a non-empty output was resized: a
+// warning the CPU never gives for `F.mse_loss`. By name, the functional form
+// runs the CPU's own functional kernel instead, and saves a copy.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution",
-         torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
-  m.impl("convolution_backward",
-         torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  for (const char* name : {"convolution", "convolution_backward", "mse_loss",
+                           "smooth_l1_loss", "huber_loss"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  }
 }
 // LITERALINCLUDE END: CH02_PER_OP_FALLBACK
 
