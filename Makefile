@@ -115,7 +115,7 @@ test-compat: ## Every stage built and tested against torch $(COMPAT_TORCH) as we
 test: deps docs-check test-emulator test-emulator-sanitized build outputs-check test-stages ## Everything CI runs
 	@echo "== all tests against the final stage $(FINAL_STAGE)"
 	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
-	$(MAKE) --no-print-directory docs
+	$(MAKE) --no-print-directory docs-browser-test
 	$(MAKE) --no-print-directory test-compat
 
 clean: ## Remove build/

@@ -36,7 +36,7 @@ features = torch.randn(512, 16)
 targets = (features[:, :4].sum(dim=1, keepdim=True) > 0).float()
 loader = torch.utils.data.DataLoader(
     torch.utils.data.TensorDataset(features, targets),
-    batch_size=64, shuffle=True, pin_memory=True, pin_memory_device=device.type,
+    batch_size=64, shuffle=True, pin_memory=True,
 )
 model = torch.nn.Sequential(
     torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Dropout(0.1),

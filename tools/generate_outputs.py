@@ -15,7 +15,7 @@ longer than WIDTH are wrapped here: each piece but the last ends with
 MARKER, and the pieces after the first are indented two spaces more than
 the line. An output that holds a Markdown table (a ``| --- |`` delimiter
 row) is Markdown that a page renders with ``{include}``, not a text block,
-and is kept whole.
+and is kept whole; so is an SVG picture, which a page embeds as HTML.
 """
 
 import argparse
@@ -68,7 +68,7 @@ def wrap_line(line: str) -> list:
 
 def wrap(text: str) -> str:
     """``text`` with every line longer than WIDTH wrapped (see the docstring)."""
-    if _TABLE_DELIMITER.search(text):
+    if _TABLE_DELIMITER.search(text) or text.lstrip().startswith("<svg"):
         return text
     lines = []
     for line in text.splitlines():

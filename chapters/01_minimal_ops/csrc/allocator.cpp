@@ -169,8 +169,9 @@ struct RegisterSimpleDeviceAllocator {
 } // namespace
 
 void resetAccumulatedStats(DeviceStats& stats) {
-  forEachStat(stats,
-              [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  forEachStat(stats, [](c10::CachingAllocator::Stat& stat) {
+    stat.reset_accumulated();
+  });
   stats.num_alloc_retries = 0;
   stats.num_ooms = 0;
   stats.num_sync_all_streams = 0;

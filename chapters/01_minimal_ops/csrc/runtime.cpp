@@ -237,8 +237,8 @@ void copyDeviceMemoryOnCurrentStream(void* dest, const void* src,
               "memory");
   const accinteStream_t stream = nativeStream(
       currentStream(static_cast<c10::DeviceIndex>(attributes.device)));
-  ACCINTE_CHECK(
-      accinteMemcpyAsync(dest, src, count, accinteMemcpyDeviceToDevice, stream));
+  ACCINTE_CHECK(accinteMemcpyAsync(dest, src, count,
+                                   accinteMemcpyDeviceToDevice, stream));
   ACCINTE_CHECK(accinteStreamSynchronize(stream));
 }
 

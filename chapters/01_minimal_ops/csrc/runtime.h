@@ -77,8 +77,7 @@ ACCINTE_EXPORT int streamPriority(const c10::Stream& stream);
  * only after the default stream, and would read `src` before a kernel
  * queued on a side stream has written it.
  */
-ACCINTE_EXPORT void copyDeviceMemoryOnCurrentStream(void* dest,
-                                                    const void* src,
+ACCINTE_EXPORT void copyDeviceMemoryOnCurrentStream(void* dest, const void* src,
                                                     size_t count);
 
 } // namespace accinte

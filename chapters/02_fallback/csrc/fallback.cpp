@@ -216,15 +216,15 @@ struct InstallCpuFallback {
 // whose default kernel only raises. Registering the fallback by name for the
 // convolution and its backward puts the CPU route before those composites.
 //
-// The losses below have a kernel for every backend too, one that allocates
+// Two losses have a kernel for every backend too, one that allocates
 // the reduced (0-dim) result and calls the `out=` overload. Through the
 // fallback that runs the CPU's `out=` kernel, which first sizes its output as
 // the unreduced loss and warns that a non-empty output was resized: a
 // warning the CPU never gives for `F.mse_loss`. By name, the functional form
 // runs the CPU's own functional kernel instead, and saves a copy.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution", "convolution_backward", "mse_loss",
-                           "smooth_l1_loss", "huber_loss"}) {
+  for (const char* name :
+       {"convolution", "convolution_backward", "mse_loss", "smooth_l1_loss"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
   }
 }
