@@ -29,7 +29,11 @@ with torch.random.fork_rng(devices=[0], device_type="accinte"):
     print("rand(4) on the default stream:", first.cpu())
 
     torch.accinte.set_rng_state(saved)
-    with torch.accinte.stream(torch.accinte.Stream()):
+    side = torch.accinte.Stream()
+    with torch.accinte.stream(side):
         replay = torch.rand(4, device="accinte")
+    # NB: as on CUDA, reading on the default stream what another stream
+    # wrote needs the two ordered first.
+    torch.accinte.current_stream().wait_stream(side)
     print("replayed on a new stream:     ", replay.cpu())
     print("identical:", torch.equal(first.cpu(), replay.cpu()))
