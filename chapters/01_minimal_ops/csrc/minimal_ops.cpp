@@ -61,6 +61,30 @@ void checkFactoryOptions(std::optional<c10::Layout> layout,
               "accinte: only CPU tensors can be pinned (pin_memory=True)");
 }
 
+// LITERALINCLUDE START: CH01_NEW_STORAGE
+/**
+ * A tensor of `dtype` on `device` over `nbytes` of new device memory; the
+ * caller sets its sizes and strides.
+ *
+ * NB: the storage comes from c10::make_storage_impl, PyTorch's factory of
+ * storages, which creates the StorageImpl class a backend registers for
+ * PrivateUse1 (chapter 10 registers one) and a plain c10::StorageImpl
+ * otherwise. ATen's empty_generic would construct a plain one directly.
+ */
+at::Tensor tensorOverNewStorage(size_t nbytes, c10::Device device,
+                                c10::ScalarType dtype) {
+  // NB: the guard makes the allocator, which allocates on the current
+  // device, allocate on the requested one.
+  const c10::DeviceGuard guard(device);
+  c10::Allocator* allocator = c10::GetAllocator(kAccinte);
+  c10::Storage storage(c10::make_storage_impl(
+      c10::StorageImpl::use_byte_size_t(), nbytes, allocator->allocate(nbytes),
+      allocator, /*resizable=*/true, device));
+  return at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), kAccinteKeys, c10::scalarTypeToTypeMeta(dtype));
+}
+// LITERALINCLUDE END: CH01_NEW_STORAGE
+
 // LITERALINCLUDE START: CH01_EMPTY
 at::Tensor empty_memory_format(c10::IntArrayRef size,
                                std::optional<c10::ScalarType> dtype,
@@ -69,12 +93,18 @@ at::Tensor empty_memory_format(c10::IntArrayRef size,
                                std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   checkFactoryOptions(layout, pin_memory);
-  // NB: the guard makes the allocator, which allocates on the current
-  // device, allocate on the requested one.
-  const c10::DeviceGuard guard(resolveDevice(device));
-  return at::detail::empty_generic(size, c10::GetAllocator(kAccinte),
-                                   kAccinteKeys, c10::dtype_or_default(dtype),
-                                   memory_format);
+  at::detail::check_size_nonnegative(size);
+  const c10::ScalarType scalarType = c10::dtype_or_default(dtype);
+  at::Tensor tensor =
+      tensorOverNewStorage(at::detail::computeStorageNbytesContiguous(
+                               size, c10::elementSize(scalarType)),
+                           resolveDevice(device), scalarType);
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  const auto format = memory_format.value_or(c10::MemoryFormat::Contiguous);
+  if (format != c10::MemoryFormat::Contiguous) {
+    tensor.unsafeGetTensorImpl()->empty_tensor_restride(format);
+  }
+  return tensor;
 }
 // LITERALINCLUDE END: CH01_EMPTY
 
@@ -84,10 +114,14 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::Device> device,
                          std::optional<bool> pin_memory) {
   checkFactoryOptions(layout, pin_memory);
-  const c10::DeviceGuard guard(resolveDevice(device));
-  return at::detail::empty_strided_generic(
-      size, stride, c10::GetAllocator(kAccinte), kAccinteKeys,
-      c10::dtype_or_default(dtype));
+  at::detail::check_size_nonnegative(size);
+  const c10::ScalarType scalarType = c10::dtype_or_default(dtype);
+  at::Tensor tensor =
+      tensorOverNewStorage(at::detail::computeStorageNbytes(
+                               size, stride, c10::elementSize(scalarType)),
+                           resolveDevice(device), scalarType);
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return tensor;
 }
 
 // NB: views only reinterpret metadata; ATen's device-independent helpers do
