@@ -120,14 +120,8 @@ accinteError_t runCopy(const CopyPlan& plan) {
  * far on `waited`. */
 void orderAfter(Stream& waiter, Stream& waited) {
   auto marker = std::make_shared<EventCompletion>();
-  waited.enqueue(makeOperation([marker] {
-    marker->complete();
-    return accinteSuccess;
-  }));
-  waiter.enqueue(makeOperation([marker] {
-    marker->wait();
-    return accinteSuccess;
-  }));
+  enqueueRecord(waited, marker);
+  enqueueWait(waiter, std::move(marker));
 }
 
 /** True for the five ::accinteMemcpyKind values. */

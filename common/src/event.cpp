@@ -3,6 +3,7 @@
 #include "lifecycle.h"
 #include "stream.h"
 
+#include <stdexcept>
 #include <utility>
 
 namespace accinte::emulator {
@@ -19,11 +20,17 @@ uintptr_t fromEventHandle(accinteEvent_t handle) {
 
 } // namespace
 
-void EventCompletion::complete() {
+void EventCompletion::complete(std::optional<std::string> upstreamFailure) {
   std::lock_guard<std::mutex> lock(mutex_);
   completedAt_ = std::chrono::steady_clock::now();
+  upstreamFailure_ = std::move(upstreamFailure);
   isComplete_ = true;
   completed_.notify_all();
+}
+
+std::optional<std::string> EventCompletion::upstreamFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return upstreamFailure_;
 }
 
 bool EventCompletion::isComplete() {
@@ -39,6 +46,33 @@ void EventCompletion::wait() {
 std::chrono::steady_clock::time_point EventCompletion::completedAt() {
   std::lock_guard<std::mutex> lock(mutex_);
   return completedAt_;
+}
+
+void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record) {
+  // NB: runs on the stream's own worker, so the stream outlives it, and it
+  // sees every failure of the work enqueued before it.
+  stream.enqueue(makeOperation([record = std::move(record), &stream] {
+    record->complete(stream.pendingFailureMessage());
+    return accinteSuccess;
+  }));
+}
+
+void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record) {
+  // NB: the worker of `stream` blocks, not the caller. The record was
+  // enqueued before this wait, so waits can never form a cycle.
+  // NB: work that waits for failed work fails too: the waiting stream takes
+  // the failure over, so whatever it runs next on stale inputs is reported
+  // by its own synchronize instead of passing silently.
+  stream.enqueue(makeOperation([record = std::move(record)] {
+    record->wait();
+    if (auto failure = record->upstreamFailure()) {
+      throw std::runtime_error(
+          "waited for an event of a stream whose "
+          "earlier work failed: " +
+          *failure);
+    }
+    return accinteSuccess;
+  }));
 }
 
 std::shared_ptr<EventCompletion> Event::startRecord() {
@@ -126,11 +160,7 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
       StreamRegistry::instance().resolve(stream, &resolvedStream));
   // Each record is a fresh completion: waiters that captured an older record
   // keep waiting for that one only.
-  resolvedStream->enqueue(
-      makeOperation([completion = resolvedEvent->startRecord()] {
-        completion->complete();
-        return accinteSuccess;
-      }));
+  enqueueRecord(*resolvedStream, resolvedEvent->startRecord());
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_EVENT_RECORD
@@ -202,12 +232,7 @@ accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
   if (!record) {
     return accinteSuccess;
   }
-  // NB: the worker of `stream` blocks, not the caller. The record was
-  // enqueued before this wait, so waits can never form a cycle.
-  resolvedStream->enqueue(makeOperation([record = std::move(record)] {
-    record->wait();
-    return accinteSuccess;
-  }));
+  enqueueWait(*resolvedStream, std::move(record));
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_WAIT_EVENT

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 namespace accinte::emulator {
@@ -20,8 +22,12 @@ namespace accinte::emulator {
  */
 class EventCompletion {
  public:
-  /** Marks the record complete, stamping the time, and wakes waiters. */
-  void complete();
+  /** Marks the record complete, stamping the time, and wakes waiters.
+   * `upstreamFailure` is the message of a failure still pending on the
+   * recording stream when it reached the record. */
+  void complete(std::optional<std::string> upstreamFailure);
+  /** The failure complete() was given, if any. */
+  std::optional<std::string> upstreamFailure();
   /** True once complete() ran. */
   bool isComplete();
   /** Blocks until complete() ran. */
@@ -34,7 +40,19 @@ class EventCompletion {
   std::condition_variable completed_;
   bool isComplete_ = false;
   std::chrono::steady_clock::time_point completedAt_;
+  std::optional<std::string> upstreamFailure_;
 };
+
+class Stream;
+
+/** Enqueues on `stream` the completion of `record`: it completes when the
+ * stream reaches it, noting a failure still pending on the stream then. */
+void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record);
+
+/** Enqueues on `stream` a wait for `record`. If `record` noted a failure,
+ * the wait fails with that failure's message, so the failure becomes
+ * `stream`'s too. */
+void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record);
 
 /** An event: its flags and its most recent record, if any. */
 class Event {

@@ -207,6 +207,14 @@ accinteError_t Stream::synchronize() {
   return takeFailure();
 }
 
+std::optional<std::string> Stream::pendingFailureMessage() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pendingFailure_ == accinteSuccess) {
+    return std::nullopt;
+  }
+  return pendingFailureMessage_;
+}
+
 accinteError_t Stream::takeFailure() {
   std::lock_guard<std::mutex> lock(mutex_);
   return takeFailureLocked();

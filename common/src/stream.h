@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -127,6 +128,9 @@ class Stream {
   /** Returns ::accinteErrorLaunchFailure and clears it if an operation failed
    * since the last call, else ::accinteSuccess. */
   accinteError_t takeFailure();
+  /** The message of the pending failure, if an operation failed and no
+   * synchronize or query has reported it yet; leaves it pending. */
+  std::optional<std::string> pendingFailureMessage();
 
   /** Asks the worker to finish the queue and exit; later operations run
    * inline on the enqueuing thread. */

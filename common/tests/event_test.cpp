@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <future>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 using accinte::testing::DeviceBuffer;
@@ -222,6 +224,65 @@ TEST(Event, DestroyingAnEventWhileStreamsWaitOnItIsSafe) {
   EXPECT_TRUE(ran);
   ASSERT_OK(accinteStreamDestroy(producer));
   ASSERT_OK(accinteStreamDestroy(consumer));
+}
+
+TEST(Event, AWaitForFailedWorkFailsTheWaitingStream) {
+  accinteStream_t producer = nullptr;
+  accinteStream_t consumer = nullptr;
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteStreamCreate(&producer));
+  ASSERT_OK(accinteStreamCreate(&consumer));
+  ASSERT_OK(accinteEventCreate(&event));
+  ASSERT_OK(accinte::launchKernel(
+      producer, {}, [] { throw std::runtime_error("the collective failed"); }));
+  ASSERT_OK(accinteEventRecord(event, producer));
+  ASSERT_OK(accinteStreamWaitEvent(consumer, event));
+  std::atomic<bool> ranAfter{false};
+  ASSERT_OK(accinte::launchKernel(consumer, {}, [&] { ranAfter = true; }));
+  // The consumer's work still runs, as after any failure, but the consumer's
+  // own synchronize reports the failure it depended on, with its message.
+  EXPECT_EQ(accinteStreamSynchronize(consumer), accinteErrorLaunchFailure);
+  EXPECT_TRUE(ranAfter.load());
+  EXPECT_EQ(std::string(accinteGetLastFailureMessage()),
+            "waited for an event of a stream whose earlier work failed: "
+            "the collective failed");
+  // The producer reports its own failure once, as before.
+  EXPECT_EQ(accinteStreamSynchronize(producer), accinteErrorLaunchFailure);
+  EXPECT_STREQ(accinteGetLastFailureMessage(), "the collective failed");
+  // A record made after the failure was reported carries nothing.
+  ASSERT_OK(accinteEventRecord(event, producer));
+  ASSERT_OK(accinteStreamWaitEvent(consumer, event));
+  EXPECT_OK(accinteStreamSynchronize(consumer));
+  ASSERT_OK(accinteEventDestroy(event));
+  ASSERT_OK(accinteStreamDestroy(producer));
+  ASSERT_OK(accinteStreamDestroy(consumer));
+}
+
+TEST(Event, ACopyAcrossDevicesAfterFailedWorkFails) {
+  // The runtime's own ordering of a device-to-device copy between two
+  // devices' streams carries a failure the same way.
+  int count = 0;
+  ASSERT_OK(accinteGetDeviceCount(&count));
+  if (count < 2) {
+    GTEST_SKIP() << "needs two devices";
+  }
+  ASSERT_OK(accinteSetDevice(0));
+  DeviceBuffer source(64);
+  ASSERT_OK(accinteSetDevice(1));
+  DeviceBuffer target(64);
+  ASSERT_OK(accinteSetDevice(0));
+  accinteStream_t stream0 = nullptr;
+  ASSERT_OK(accinteGetDefaultStream(0, &stream0));
+  ASSERT_OK(accinte::launchKernel(
+      stream0, {}, [] { throw std::runtime_error("device 0 failed"); }));
+  ASSERT_OK(accinteSetDevice(1));
+  ASSERT_OK(accinteMemcpy(target.ptr(), source.ptr(), 64,
+                          accinteMemcpyDeviceToDevice));
+  EXPECT_EQ(accinteDeviceSynchronize(), accinteErrorLaunchFailure);
+  EXPECT_NE(std::string(accinteGetLastFailureMessage()).find("device 0 failed"),
+            std::string::npos);
+  ASSERT_OK(accinteSetDevice(0));
+  EXPECT_EQ(accinteStreamSynchronize(stream0), accinteErrorLaunchFailure);
 }
 
 } // namespace
