@@ -79,6 +79,8 @@ release = "0.1"
 extensions = [
     "myst_parser",
     "breathe",
+    # The C++ API reference per chapter and header (docs/api.md).
+    "accinte_api",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
     # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
@@ -151,6 +153,9 @@ nitpick_ignore = [
     # accinteStream_t;`): the structs are deliberately never defined.
     ("cpp:identifier", "accinteStream"),
     ("cpp:identifier", "accinteEvent"),
+    # The namespace itself: the API pages render its entries one by one
+    # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
+    ("cpp:identifier", "accinte"),
 ]
 # Standard C types and PyTorch's C++ API: documented elsewhere, and there is
 # no Sphinx inventory of PyTorch's C++ API to link to.
