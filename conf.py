@@ -36,6 +36,37 @@ if not _docs_build.is_absolute():
 DOXYGEN_XML = _docs_build / "doxygen" / "xml"
 DOXYGEN_CHAPTERS_XML = _docs_build / "doxygen-chapters" / "xml"
 
+# The Python API reference (docs/python_api.md) documents the torch_accinte
+# package with autodoc, which imports it. A stage tree assembles the package
+# from every chapter's python/ directory; the guide assembles the same tree of
+# Python sources, without building anything, under the docs build directory,
+# so `make docs` works on a fresh clone as after a build. The compiled
+# extension module is mocked (autodoc_mock_imports, below). The dist-info
+# folders are left out and PyTorch's backend autoload is switched off, so
+# that `import torch` in this process loads no torch_accinte at all, neither
+# this tree nor an installed copy.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+PYTHON_TREE = _docs_build / "python"
+
+
+def _assemble_python_tree() -> None:
+    import shutil
+
+    if PYTHON_TREE.exists():
+        shutil.rmtree(PYTHON_TREE)
+    PYTHON_TREE.mkdir(parents=True)
+    for source in sorted(ROOT.glob("chapters/[0-9][0-9]_*/python")):
+        shutil.copytree(
+            source,
+            PYTHON_TREE,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("*.dist-info", "__pycache__"),
+        )
+
+
+_assemble_python_tree()
+sys.path.insert(0, str(PYTHON_TREE))
+
 # -- Project information ------------------------------------------------------
 
 project = "torch_accinte"
@@ -48,6 +79,8 @@ release = "0.1"
 extensions = [
     "myst_parser",
     "breathe",
+    # The C++ API reference per chapter and header (docs/api.md).
+    "accinte_api",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
     # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
@@ -56,6 +89,8 @@ extensions = [
     "accinte_diagrams",
     # A copy button on every code block.
     "sphinx_copybutton",
+    # The Python API reference (docs/python_api.md).
+    "sphinx.ext.autodoc",
 ]
 
 # The landing page is index.md at the repository root, so that the site's root
@@ -118,6 +153,9 @@ nitpick_ignore = [
     # accinteStream_t;`): the structs are deliberately never defined.
     ("cpp:identifier", "accinteStream"),
     ("cpp:identifier", "accinteEvent"),
+    # The namespace itself: the API pages render its entries one by one
+    # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
+    ("cpp:identifier", "accinte"),
 ]
 # Standard C types and PyTorch's C++ API: documented elsewhere, and there is
 # no Sphinx inventory of PyTorch's C++ API to link to.
@@ -125,6 +163,24 @@ nitpick_ignore_regex = [
     ("cpp:identifier", r"(size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
     ("cpp:identifier", r"(std|c10|at|torch|pybind11)(::.*)?"),
 ]
+
+# PyTorch's Python API: documented elsewhere, and no inventory is fetched (the
+# build needs no network).
+nitpick_ignore_regex += [
+    ("py:(class|obj|func|data|exc)", r"(torch|typing|collections\.abc)(\..*)?"),
+]
+
+# The private class of what get_device_properties returns, by design not
+# part of the documented API.
+nitpick_ignore += [("py:class", "torch_accinte.device_module._DeviceProperties")]
+
+# -- autodoc ------------------------------------------------------------------
+
+# The compiled extension module: not built for the guide (see above).
+autodoc_mock_imports = ["torch_accinte._C"]
+autodoc_default_options = {"members": True}
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
 
 # -- MyST ---------------------------------------------------------------------
 

@@ -10,11 +10,23 @@ A page selects the region with ``:start-after:`` and ``:end-before:`` set to
 those two lines (quoted; a ``#`` marker must be quoted, or MyST reads it as a
 comment).
 
+Emphasis markers are not tags. A line of code inside a region may end with
+a trailing comment that holds only the keyword and ``EMPHASIZE`` (``//`` or
+``#`` as above); a comment line inside a region may hold only the keyword
+and ``EMPHASIZE NEXT``, optionally followed by a count (``EMPHASIZE NEXT
+2``). The guide's listing extension (docs/_ext/accinte_listings.py)
+emphasises the line that carries the first, or the line(s) after the
+second, and strips the markers from what the page shows.
+
 Sphinx's ``start-after`` matches the first line that *contains* the marker,
 so the tags must be unambiguous across the whole repository. This checker
 fails (exit status 1, one ``path:line: problem`` line per problem) on:
 
-* a malformed tag line (a line mentioning the keyword that is not a tag);
+* a malformed tag line (a line mentioning the keyword that is neither a
+  tag nor an emphasis marker);
+* an emphasis marker outside every region, a trailing one alone on its
+  line, or an ``EMPHASIZE NEXT`` that is not alone on its line or whose
+  next line is blank or the region's end;
 * a START without END, an END without START, an END closing another NAME
   than the open START, a region nested in a region of the same NAME, or an
   empty region;
@@ -102,6 +114,16 @@ TAG_LINE_RE = re.compile(
     + r" (?P<kind>START|END): (?P<name>"
     + NAME_RE
     + r")\s*$"
+)
+
+#: A line of code that ends with an emphasis marker (a trailing comment).
+EMPHASIS_LINE_RE = re.compile(
+    r"^(?P<code>.*?)\s*(?://|#)\s*" + KEYWORD + r" EMPHASIZE\s*$"
+)
+
+#: A comment line that emphasises the line(s) after it.
+EMPHASIS_NEXT_RE = re.compile(
+    r"^\s*(?://|#)\s*" + KEYWORD + r" EMPHASIZE NEXT(?: [1-9][0-9]*)?\s*$"
 )
 
 #: A marker as a page writes it in :start-after: / :end-before: (the
@@ -249,17 +271,52 @@ def scan_source(root: Path, rel: Path, problems: Problems) -> List[Region]:
         return []
     regions: List[Region] = []
     open_regions: List[Region] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if KEYWORD not in line:
             continue
         match = TAG_LINE_RE.match(line)
+        if match is None and EMPHASIS_NEXT_RE.match(line):
+            following = lines[number] if number < len(lines) else ""
+            if not open_regions:
+                problems.add(
+                    rel,
+                    number,
+                    f"{KEYWORD} EMPHASIZE NEXT outside every region: no "
+                    "listing shows the next line",
+                )
+            elif not following.strip() or TAG_LINE_RE.match(following):
+                problems.add(
+                    rel,
+                    number,
+                    f"{KEYWORD} EMPHASIZE NEXT is not followed by a line of code",
+                )
+            continue
+        emphasis = EMPHASIS_LINE_RE.match(line) if match is None else None
+        if emphasis is not None:
+            if not emphasis["code"].strip():
+                problems.add(
+                    rel,
+                    number,
+                    f"{KEYWORD} EMPHASIZE alone on its line: it marks the "
+                    "code it trails",
+                )
+            elif not open_regions:
+                problems.add(
+                    rel,
+                    number,
+                    f"{KEYWORD} EMPHASIZE outside every region: no listing "
+                    "shows this line",
+                )
+            continue
         if match is None:
             problems.add(
                 rel,
                 number,
                 f"malformed tag line {line.strip()!r}: expected a comment "
                 f"holding only '{KEYWORD} START: NAME' or "
-                f"'{KEYWORD} END: NAME' with NAME in {NAME_RE}",
+                f"'{KEYWORD} END: NAME' with NAME in {NAME_RE}, or code "
+                f"followed by a comment holding only '{KEYWORD} EMPHASIZE'",
             )
             continue
         name, kind = match["name"], match["kind"]
@@ -836,6 +893,72 @@ _CASES: List[Tuple[str, Dict[str, str], List[str]]] = [
             "docs/p.md": _page(_c_include("../tools/a.py", "LEADER")),
         },
         ["docs/p.md:3: markers of tag LEADER do not match the tag lines"],
+    ),
+    (
+        "emphasis markers inside a region pass",
+        {
+            "common/a.cpp": "\n".join(
+                [
+                    _c_tag("START", "LOUD"),
+                    f"int a = 1; // {KEYWORD} EMPHASIZE",
+                    "int b = 2;",
+                    f"  // {KEYWORD} EMPHASIZE NEXT",
+                    "int c = 3;",
+                    f"// {KEYWORD} EMPHASIZE NEXT 2",
+                    "int d =",
+                    "    4;",
+                    _c_tag("END", "LOUD"),
+                ]
+            )
+            + "\n",
+            "tools/a.py": "\n".join(
+                [
+                    _py_tag("START", "PY_LOUD"),
+                    f"a = 1  # {KEYWORD} EMPHASIZE",
+                    _py_tag("END", "PY_LOUD"),
+                ]
+            )
+            + "\n",
+            "docs/p.md": _page(
+                _c_include("../common/a.cpp", "LOUD"),
+                _include(
+                    "../tools/a.py", _py_tag("START", "PY_LOUD"), _py_tag("END", "PY_LOUD")
+                ),
+            ),
+        },
+        [],
+    ),
+    (
+        "emphasis markers misplaced or misspelt",
+        {
+            "common/a.cpp": "\n".join(
+                [
+                    f"int a = 1; // {KEYWORD} EMPHASIZE",
+                    _c_tag("START", "QUIET"),
+                    f"// {KEYWORD} EMPHASIZE",
+                    f"int b = 2; // {KEYWORD} EMPHASISE",
+                    "int c = 3;",
+                    f"int d = 4; // {KEYWORD} EMPHASIZE NEXT",
+                    f"// {KEYWORD} EMPHASIZE NEXT",
+                    "",
+                    f"// {KEYWORD} EMPHASIZE NEXT",
+                    _c_tag("END", "QUIET"),
+                    f"// {KEYWORD} EMPHASIZE NEXT",
+                    "int e = 5;",
+                ]
+            )
+            + "\n",
+            "docs/p.md": _page(_c_include("../common/a.cpp", "QUIET")),
+        },
+        [
+            "common/a.cpp:1: " + KEYWORD + " EMPHASIZE outside every region",
+            "common/a.cpp:3: " + KEYWORD + " EMPHASIZE alone on its line",
+            "common/a.cpp:4: malformed tag line",
+            "common/a.cpp:6: malformed tag line",
+            "common/a.cpp:7: " + KEYWORD + " EMPHASIZE NEXT is not followed",
+            "common/a.cpp:9: " + KEYWORD + " EMPHASIZE NEXT is not followed",
+            "common/a.cpp:11: " + KEYWORD + " EMPHASIZE NEXT outside every region",
+        ],
     ),
     (
         "build output and Markdown are not sources",

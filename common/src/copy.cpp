@@ -82,18 +82,21 @@ accinteError_t planCopy(void* dst, const void* src, size_t count,
     default:
       return accinteErrorInvalidValue;
   }
+  // LITERALINCLUDE EMPHASIZE NEXT
   if (wantDstDevice != dstIsDevice || wantSrcDevice != srcIsDevice) {
-    return accinteErrorInvalidMemcpyDirection;
+    return accinteErrorInvalidMemcpyDirection; // LITERALINCLUDE EMPHASIZE
   }
   plan->dst = dst;
   plan->src = src;
   plan->count = count;
   if (dstIsDevice) {
+    // LITERALINCLUDE EMPHASIZE NEXT
     ACCINTE_RETURN_IF_ERROR(checkRange(dst, count, *dstInfo));
     plan->dstDevice = dstInfo->device;
     plan->refs.push_back(dstInfo->ref);
   }
   if (srcIsDevice) {
+    // LITERALINCLUDE EMPHASIZE NEXT
     ACCINTE_RETURN_IF_ERROR(checkRange(src, count, *srcInfo));
     plan->srcDevice = srcInfo->device;
     plan->refs.push_back(srcInfo->ref);
@@ -103,7 +106,7 @@ accinteError_t planCopy(void* dst, const void* src, size_t count,
 
 /** Performs a planned copy; runs on a stream's worker. */
 accinteError_t runCopy(const CopyPlan& plan) {
-  OpenAllocations open(plan.refs);
+  OpenAllocations open(plan.refs); // LITERALINCLUDE EMPHASIZE
   if (!open.ok()) {
     // An allocation was freed after the copy was enqueued.
     return accinteErrorLaunchFailure;
@@ -111,7 +114,7 @@ accinteError_t runCopy(const CopyPlan& plan) {
   // NB: memmove, not memcpy: a device-to-device copy within one allocation
   // may overlap, and the emulator should not corrupt data where CUDA is
   // merely unspecified.
-  std::memmove(plan.dst, plan.src, plan.count);
+  std::memmove(plan.dst, plan.src, plan.count); // LITERALINCLUDE EMPHASIZE
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_COPY_CHECKS

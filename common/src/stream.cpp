@@ -93,14 +93,16 @@ void Stream::runWorker() {
       workFinished_.notify_all();
       return;
     }
+    // LITERALINCLUDE EMPHASIZE NEXT
     std::unique_ptr<Operation> operation = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
     // NB: the operation is destroyed (kernel arguments released) before it
     // counts as finished, so that a synchronize also covers the deleter.
+    // LITERALINCLUDE EMPHASIZE NEXT
     Outcome outcome = runOperation(std::move(operation));
     lock.lock();
-    finishLocked(std::move(outcome));
+    finishLocked(std::move(outcome)); // LITERALINCLUDE EMPHASIZE
   }
 }
 
@@ -143,10 +145,10 @@ void Stream::finishLocked(Outcome outcome) {
   // NB: failures are sticky: the first one is kept until a synchronize or
   // query reports it, since nobody waits on an individual operation.
   if (outcome.status != accinteSuccess && pendingFailure_ == accinteSuccess) {
-    pendingFailure_ = outcome.status;
+    pendingFailure_ = outcome.status; // LITERALINCLUDE EMPHASIZE
     pendingFailureMessage_ = std::move(outcome.message);
   }
-  ++finishedCount_;
+  ++finishedCount_; // LITERALINCLUDE EMPHASIZE
   workFinished_.notify_all();
 }
 
@@ -245,6 +247,7 @@ void Stream::joinWorker(std::chrono::steady_clock::time_point deadline) {
       workFinished_.wait(lock, hasExited);
       exited = true;
     } else {
+      // LITERALINCLUDE EMPHASIZE NEXT
       exited = workFinished_.wait_until(lock, deadline, hasExited);
     }
   }
@@ -252,10 +255,10 @@ void Stream::joinWorker(std::chrono::steady_clock::time_point deadline) {
   // process's exit; it is detached and ends with the process. Everything it
   // can touch is intentionally leaked, so it never sees a destroyed object.
   if (exited) {
-    worker_.join();
+    worker_.join(); // LITERALINCLUDE EMPHASIZE
     return;
   }
-  worker_.detach();
+  worker_.detach(); // LITERALINCLUDE EMPHASIZE
   std::lock_guard<std::mutex> lock(mutex_);
   workerAbandoned_ = true;
   workFinished_.notify_all();
@@ -271,11 +274,12 @@ void StreamRegistry::shutdown() {
     }
   }
   for (auto& stream : streams) {
-    stream->requestStop();
+    stream->requestStop(); // LITERALINCLUDE EMPHASIZE
   }
+  // LITERALINCLUDE EMPHASIZE NEXT
   const auto deadline = std::chrono::steady_clock::now() + kExitDrainTimeout;
   for (auto& stream : streams) {
-    stream->joinWorker(deadline);
+    stream->joinWorker(deadline); // LITERALINCLUDE EMPHASIZE
   }
 }
 // LITERALINCLUDE END: EMULATOR_EXIT

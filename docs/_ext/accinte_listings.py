@@ -9,7 +9,17 @@ Every ``literalinclude`` of the guide gets, unless the page gives its own:
 * ``:dedent:`` without a value, which strips the indentation common to all
   lines: a region cut from the middle of a function starts at column 0;
 * for a generated output, the class ``accinte-output``, by which
-  tools/browser_test.py finds the blocks none of whose lines may be cut.
+  tools/browser_test.py finds the blocks none of whose lines may be cut;
+* emphasis computed from the source, as ``:emphasize-lines:`` would do it,
+  with no line number ever counted by hand (see tools/check_tags.py for the
+  exact forms). A line of code that ends with a comment holding only the
+  tag keyword and ``EMPHASIZE`` (``//`` in C and C++, ``#`` in Python) is
+  emphasised and the comment is not shown; a comment line of its own with
+  the keyword and ``EMPHASIZE NEXT`` (or ``EMPHASIZE NEXT 2``, ...)
+  emphasises the line (or lines) after it and is not shown, for a line too
+  long to carry a trailing comment within the 80 columns of clang-format,
+  like clang-tidy's ``NOLINTNEXTLINE``. A page's own ``:emphasize-lines:``
+  is kept.
 
 Doing this once here keeps the pages' include blocks short and uniform, and
 tools/check_tags.py keeps parsing them unchanged.
@@ -20,6 +30,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
 
@@ -27,6 +38,49 @@ from sphinx.directives.code import LiteralInclude
 _OUTPUT_RE = re.compile(r"^chapters/(?P<stage>\d\d)_[^/]+/output/[^/]+\.txt$")
 #: A script of ``docs/output/`` names its stage (see tools/generate_outputs.py).
 _STAGE_LINE = re.compile(r"^# stage: (\d\d)\s*$", re.MULTILINE)
+
+
+#: The keyword of the tags, assembled so that this file holds no tag line.
+_KEYWORD = "LITERAL" + "INCLUDE"
+#: A trailing emphasis marker, with the blanks before it.
+_EMPHASIS_RE = re.compile(r"\s*(?://|#)\s*" + _KEYWORD + r" EMPHASIZE\s*$")
+#: A comment line that emphasises the next line, or the next N lines.
+_EMPHASIS_NEXT_RE = re.compile(
+    r"^\s*(?://|#)\s*" + _KEYWORD + r" EMPHASIZE NEXT(?: (?P<count>[1-9][0-9]*))?\s*$"
+)
+
+
+def strip_emphasis(text: str):
+    """``text`` without emphasis markers; the 1-based numbers (in the text
+    returned) of the lines they mark; and, for each line of ``text`` that is
+    kept, its new number (a marker line of its own is dropped)."""
+    lines, marked, renumber = [], [], {}
+    pending = 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        next_marker = _EMPHASIS_NEXT_RE.match(line)
+        if next_marker:
+            pending = max(pending, int(next_marker["count"] or 1))
+            continue
+        stripped = _EMPHASIS_RE.sub("", line)
+        lines.append(stripped)
+        renumber[number] = len(lines)
+        if stripped != line or pending:
+            marked.append(len(lines))
+        pending = max(pending - 1, 0)
+    return "\n".join(lines), marked, renumber
+
+
+def _apply_emphasis(node: nodes.literal_block) -> None:
+    """Strips the markers of a listing and emphasises the lines they mark."""
+    text, marked, renumber = strip_emphasis(node.astext())
+    if text == node.astext():
+        return
+    node.rawsource = text
+    node.children = [nodes.Text(text)]
+    args = node.setdefault("highlight_args", {})
+    # A page's own :emphasize-lines: counts the marker lines; renumber it.
+    given = [renumber[n] for n in args.get("hl_lines", []) if n in renumber]
+    args["hl_lines"] = sorted(set(given) | set(marked))
 
 
 def is_output(caption: str) -> bool:
@@ -60,7 +114,11 @@ class CaptionedLiteralInclude(LiteralInclude):
                 self.options["class"] = self.options.get("class", []) + ["accinte-output"]
         # NB: None means "remove the common indentation" (textwrap.dedent).
         self.options.setdefault("dedent", None)
-        return super().run()
+        result = super().run()
+        for node in result:
+            for block in node.findall(nodes.literal_block):
+                _apply_emphasis(block)
+        return result
 
 
 def setup(app: Sphinx) -> dict:

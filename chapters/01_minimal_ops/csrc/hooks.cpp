@@ -74,20 +74,23 @@ struct AccinteHooks final : public at::PrivateUse1HooksInterface {
   // allocator made it.
   bool isPinnedPtr(const void* data) const override {
     int is_pinned = 0;
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     return accinteHostIsPinned(data, &is_pinned) == accinteSuccess &&
            is_pinned != 0;
   }
 
   c10::Allocator* getPinnedMemoryAllocator() const override {
-    return pinnedMemoryAllocator();
+    return pinnedMemoryAllocator(); // LITERALINCLUDE EMPHASIZE
   }
 
   const at::Generator& getDefaultGenerator(
       c10::DeviceIndex device_index) const override {
+    // LITERALINCLUDE EMPHASIZE NEXT
     return generatorProvider().default_generator(device_index);
   }
 
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    // LITERALINCLUDE EMPHASIZE NEXT
     return generatorProvider().new_generator(device_index);
   }
 
@@ -100,7 +103,7 @@ struct AccinteHooks final : public at::PrivateUse1HooksInterface {
 struct RegisterAccinteHooks {
   RegisterAccinteHooks() {
     static AccinteHooks hooks;
-    at::RegisterPrivateUse1HooksInterface(&hooks);
+    at::RegisterPrivateUse1HooksInterface(&hooks); // LITERALINCLUDE EMPHASIZE
   }
 } register_accinte_hooks;
 // LITERALINCLUDE END: CH01_HOOKS

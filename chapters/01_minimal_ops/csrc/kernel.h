@@ -43,7 +43,7 @@ class KernelTensor {
  public:
   /** Captures the layout of `tensor` (an accinte or a CPU tensor). */
   explicit KernelTensor(const at::Tensor& tensor)
-      : data_(tensor.data_ptr()),
+      : data_(tensor.data_ptr()), // LITERALINCLUDE EMPHASIZE
         sizes_(tensor.sizes().vec()),
         strides_(tensor.strides().vec()),
         dtype_(tensor.scalar_type()),
@@ -86,13 +86,14 @@ void launchOnCurrentStream(c10::DeviceIndex device,
   // it to the synchronize that reports the failure. A c10::Error's what()
   // carries a C++ backtrace of the worker thread, which says nothing about
   // the call that launched the kernel, so only its message is kept.
-  ACCINTE_CHECK(accinte::launchKernel(
+  ACCINTE_CHECK(accinte::launchKernel( // LITERALINCLUDE EMPHASIZE
       nativeStream(currentStream(device)), named.data(), named.size(),
       [body = std::forward<Body>(
            body)]() mutable -> std::invoke_result_t<std::decay_t<Body>&> {
         try {
           return body();
         } catch (const c10::Error& error) {
+          // LITERALINCLUDE EMPHASIZE NEXT
           throw std::runtime_error(error.what_without_backtrace());
         }
       }));

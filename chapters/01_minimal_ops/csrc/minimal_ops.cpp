@@ -315,13 +315,14 @@ void copyInto(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   if (src.device() == dst.device()) {
     at::assert_no_partial_overlap(dst, src);
   }
+  // LITERALINCLUDE EMPHASIZE NEXT
   const at::Tensor expanded = src.expand(dst.sizes());
   if (src.is_cpu()) {
-    copyHostToDevice(expanded, dst, non_blocking);
+    copyHostToDevice(expanded, dst, non_blocking); // LITERALINCLUDE EMPHASIZE
   } else if (dst.is_cpu()) {
-    copyDeviceToHost(expanded, dst, non_blocking);
+    copyDeviceToHost(expanded, dst, non_blocking); // LITERALINCLUDE EMPHASIZE
   } else {
-    copyDeviceToDevice(expanded, dst);
+    copyDeviceToDevice(expanded, dst); // LITERALINCLUDE EMPHASIZE
   }
 }
 

@@ -64,11 +64,12 @@ class StreamRegistry {
     ACCINTE_CHECK(accinteDeviceGetStreamPriorityRange(&least, &greatest));
     TORCH_INTERNAL_ASSERT(least - greatest < static_cast<int>(kPriorityLevels));
     priority = std::clamp(priority, greatest, least);
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     Pool& pool = pools_[index][static_cast<size_t>(least - priority)];
     const size_t slot = pool.next.fetch_add(1) % kStreamsPerPriority;
     std::lock_guard<std::mutex> lock(pool.mutex);
     if (pool.ids[slot] == 0) {
-      pool.ids[slot] = create(index, priority).id();
+      pool.ids[slot] = create(index, priority).id(); // LITERALINCLUDE EMPHASIZE
     }
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
                        pool.ids[slot]);
@@ -107,7 +108,7 @@ class StreamRegistry {
     ACCINTE_CHECK(accinteStreamCreateWithPriority(&handle, priority));
     std::lock_guard<std::mutex> lock(mutex_);
     auto& streams = streams_[index];
-    streams.push_back(handle);
+    streams.push_back(handle); // LITERALINCLUDE EMPHASIZE
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
                        static_cast<c10::StreamId>(streams.size()));
   }

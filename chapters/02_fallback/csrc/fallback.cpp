@@ -102,12 +102,12 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
     }
     if (tensor.is_privateuseone()) {
       if (!accinte.has_value()) {
-        accinte = tensor.device();
-      } else if (*accinte != tensor.device()) {
-        mismatch(*accinte, tensor.device());
+        accinte = tensor.device();              // LITERALINCLUDE EMPHASIZE
+      } else if (*accinte != tensor.device()) { // LITERALINCLUDE EMPHASIZE
+        mismatch(*accinte, tensor.device());    // LITERALINCLUDE EMPHASIZE
       }
     } else if (tensor.dim() > 0 && !host_tensors_allowed) {
-      host = tensor.device();
+      host = tensor.device(); // LITERALINCLUDE EMPHASIZE
     }
   };
   const size_t num_arguments = op.schema().arguments().size();
@@ -127,8 +127,8 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
       }
     }
   }
-  if (accinte.has_value() && host.has_value()) {
-    mismatch(*accinte, *host);
+  if (accinte.has_value() && host.has_value()) { // LITERALINCLUDE EMPHASIZE
+    mismatch(*accinte, *host);                   // LITERALINCLUDE EMPHASIZE
   }
   return accinte;
 }
@@ -161,14 +161,14 @@ void moveResultsTo(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     c10::IValue& value = (*stack)[first + i];
     if (value.isTensor()) {
       const at::Tensor& result = value.toTensor();
-      if (result.defined() && result.is_cpu()) {
-        value = result.to(device);
+      if (result.defined() && result.is_cpu()) { // LITERALINCLUDE EMPHASIZE
+        value = result.to(device);               // LITERALINCLUDE EMPHASIZE
       }
     } else if (value.isTensorList()) {
       std::vector<at::Tensor> results = value.toTensorVector();
       for (at::Tensor& result : results) {
-        if (result.defined() && result.is_cpu()) {
-          result = result.to(device);
+        if (result.defined() && result.is_cpu()) { // LITERALINCLUDE EMPHASIZE
+          result = result.to(device);              // LITERALINCLUDE EMPHASIZE
         }
       }
       value = c10::List<at::Tensor>(std::move(results));

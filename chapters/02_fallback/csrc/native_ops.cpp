@@ -69,7 +69,7 @@ void negInto(const at::Tensor& self, const at::Tensor& out) {
               "Expected all tensors to be on the same device, but found at "
               "least two devices, ",
               self.device(), " and ", out.device(), "!");
-  at::native::resize_output(out, self.sizes());
+  at::native::resize_output(out, self.sizes()); // LITERALINCLUDE EMPHASIZE
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
   if (self.numel() == 0) {
@@ -77,7 +77,7 @@ void negInto(const at::Tensor& self, const at::Tensor& out) {
   }
   const KernelTensor source(self);
   const KernelTensor target(out);
-  launchOnCurrentStream(self.device().index(),
+  launchOnCurrentStream(self.device().index(), // LITERALINCLUDE EMPHASIZE
                         {source.buffer(), target.buffer()}, [source, target] {
                           at::Tensor result = target.cpuView();
                           at::neg_out(result, source.cpuView());
@@ -101,9 +101,9 @@ at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("neg", TORCH_FN(neg));
-  m.impl("neg_", TORCH_FN(neg_));
-  m.impl("neg.out", TORCH_FN(neg_out));
+  m.impl("neg", TORCH_FN(neg));         // LITERALINCLUDE EMPHASIZE
+  m.impl("neg_", TORCH_FN(neg_));       // LITERALINCLUDE EMPHASIZE
+  m.impl("neg.out", TORCH_FN(neg_out)); // LITERALINCLUDE EMPHASIZE
 }
 // LITERALINCLUDE END: CH02_NEG_KERNEL
 

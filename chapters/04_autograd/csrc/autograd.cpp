@@ -82,7 +82,7 @@ at::Tensor customAbsAutograd(const at::Tensor& self) {
  */
 struct ReturnsSelfFunction : torch::autograd::Function<ReturnsSelfFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self) {
-    return self;
+    return self; // LITERALINCLUDE EMPHASIZE
   }
 
   static variable_list backward(AutogradContext* ctx,
@@ -107,8 +107,9 @@ struct AliasingFunction : torch::autograd::Function<AliasingFunction> {
         c10::Dispatcher::singleton()
             .findSchemaOrThrow("accinte::custom_autograd_fn_aliasing", "")
             .typed<at::Tensor(const at::Tensor&)>();
+    // LITERALINCLUDE EMPHASIZE NEXT
     const at::AutoDispatchBelowAutograd below_autograd;
-    return op.call(self);
+    return op.call(self); // LITERALINCLUDE EMPHASIZE
   }
 
   static variable_list backward(AutogradContext* ctx,

@@ -80,7 +80,7 @@ struct Block {
   c10::DeviceIndex device;
   // The stream the block was allocated on: a free block is handed out again
   // only to that stream, whose later work runs after all earlier uses.
-  c10::Stream stream;
+  c10::Stream stream; // LITERALINCLUDE EMPHASIZE
   size_t size;
   size_t requested = 0; // bytes asked for, for requested_bytes
   BlockPool* pool;
@@ -88,11 +88,11 @@ struct Block {
   bool allocated = false;
   // Other streams that used the block (Tensor.record_stream); on free, an
   // event is recorded on each and the block waits for all of them.
-  std::unordered_set<c10::Stream> stream_uses;
-  int pending_events = 0;
+  std::unordered_set<c10::Stream> stream_uses; // LITERALINCLUDE EMPHASIZE
+  int pending_events = 0;                      // LITERALINCLUDE EMPHASIZE
   bool counted_inactive_split = false;
-  Block* prev = nullptr;
-  Block* next = nullptr;
+  Block* prev = nullptr; // LITERALINCLUDE EMPHASIZE
+  Block* next = nullptr; // LITERALINCLUDE EMPHASIZE
 
   bool isSplit() const {
     return prev != nullptr || next != nullptr;
@@ -107,7 +107,7 @@ struct Block {
  * block of the allocating stream that is large enough. */
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
-    if (a->stream.id() != b->stream.id()) {
+    if (a->stream.id() != b->stream.id()) { // LITERALINCLUDE EMPHASIZE
       return a->stream.id() < b->stream.id();
     }
     if (a->size != b->size) {
@@ -159,13 +159,15 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     const size_t size = blockSize(nbytes);
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
-    processEvents(state);
+    processEvents(state); // LITERALINCLUDE EMPHASIZE
     BlockPool& pool = size <= kSmallSize ? state.small_pool : state.large_pool;
+    // LITERALINCLUDE EMPHASIZE NEXT
     Block* block = takeFreeBlock(state, pool, stream, size);
     if (block == nullptr) {
+      // LITERALINCLUDE EMPHASIZE NEXT
       block = newSegment(state, device, pool, stream, size, nbytes);
     }
-    if (shouldSplit(*block, size)) {
+    if (shouldSplit(*block, size)) { // LITERALINCLUDE EMPHASIZE
       // The tail becomes a free block of its own in the same segment.
       auto* rest = new Block(device, stream, block->size - size, &pool,
                              static_cast<char*>(block->ptr) + size);
@@ -409,7 +411,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   void free(Block* block) {
     DeviceState& state = *states_[block->device];
     std::lock_guard<std::mutex> lock(state.mutex);
-    block->allocated = false;
+    block->allocated = false; // LITERALINCLUDE EMPHASIZE
     update(state, *block->pool, &DeviceStats::allocation, -1);
     update(state, *block->pool, &DeviceStats::allocated_bytes,
            -static_cast<int64_t>(block->size));
@@ -417,7 +419,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
            -static_cast<int64_t>(block->requested));
     std::unordered_set<c10::Stream> uses;
     std::swap(uses, block->stream_uses);
-    for (const c10::Stream& stream : uses) {
+    for (const c10::Stream& stream : uses) { // LITERALINCLUDE EMPHASIZE
       // An event on each other stream that used the block: it completes
       // when the work enqueued there so far, which may read or write the
       // block, has finished.
@@ -431,7 +433,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       accinteError_t status =
           accinteEventCreateWithFlags(&event, accinteEventDisableTiming);
       if (status == accinteSuccess) {
-        status = accinteEventRecord(event, native);
+        status = accinteEventRecord(event, native); // LITERALINCLUDE EMPHASIZE
       }
       if (status != accinteSuccess) {
         // NB: a deleter must not throw; waiting for the stream is the safe
@@ -442,11 +444,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         (void)accinteStreamSynchronize(native);
         continue;
       }
-      state.pending.emplace_back(event, block);
+      state.pending.emplace_back(event, block); // LITERALINCLUDE EMPHASIZE
       ++block->pending_events;
     }
     if (block->pending_events == 0) {
-      returnToPool(state, block);
+      returnToPool(state, block); // LITERALINCLUDE EMPHASIZE
     }
   }
   // LITERALINCLUDE END: CH07_FREE

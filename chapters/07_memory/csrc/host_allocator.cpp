@@ -30,7 +30,7 @@ class HostEvent {
   explicit HostEvent(const c10::Stream& stream) {
     accinteStream_t native = nullptr;
     try {
-      native = nativeStream(stream);
+      native = nativeStream(stream); // LITERALINCLUDE EMPHASIZE
     } catch (const c10::Error&) {
       return; // not a live stream: nothing of it can be pending
     }
@@ -43,7 +43,7 @@ class HostEvent {
       (void)accinteEventDestroy(event_);
       event_ = nullptr;
     }
-    (void)accinteStreamSynchronize(native);
+    (void)accinteStreamSynchronize(native); // LITERALINCLUDE EMPHASIZE
   }
   HostEvent(HostEvent&& other) noexcept
       : event_(std::exchange(other.event_, nullptr)) {}
@@ -82,6 +82,7 @@ struct AccinteHostAllocatorImpl
     : public at::CachingHostAllocatorImpl<c10::Stream, HostEvent> {
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
+    // LITERALINCLUDE EMPHASIZE NEXT
     const accinteError_t status = accinteMallocHost(ptr, size);
     TORCH_CHECK_WITH(OutOfMemoryError,
                      status != accinteErrorHostMemoryAllocation,
@@ -93,6 +94,7 @@ struct AccinteHostAllocatorImpl
   // NB: only reached from empty_cache on a host thread: accinteFreeHost
   // waits for every stream and must not run on a stream's worker.
   void free_block(at::HostBlock<c10::Stream>* block) override {
+    // LITERALINCLUDE EMPHASIZE NEXT
     const accinteError_t status = accinteFreeHost(block->ptr_);
     if (status != accinteSuccess) {
       TORCH_WARN_ONCE("accinte: freeing pinned memory failed: ",
@@ -102,11 +104,11 @@ struct AccinteHostAllocatorImpl
 
   void record_stream(std::optional<std::vector<HostEvent>>& events,
                      c10::Stream stream) override {
-    events->emplace_back(stream);
+    events->emplace_back(stream); // LITERALINCLUDE EMPHASIZE
   }
 
   bool query_event(HostEvent& event) override {
-    return event.completed();
+    return event.completed(); // LITERALINCLUDE EMPHASIZE
   }
 
   c10::Stream get_current_stream() const override {

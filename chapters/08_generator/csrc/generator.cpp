@@ -22,11 +22,11 @@ AccinteGeneratorImpl::AccinteGeneratorImpl(c10::DeviceIndex device,
 // LITERALINCLUDE START: CH08_GENERATOR_STATE
 void AccinteGeneratorImpl::set_current_seed(uint64_t seed) {
   seed_ = seed;
-  offset_ = 0;
+  offset_ = 0; // LITERALINCLUDE EMPHASIZE
 }
 
 void AccinteGeneratorImpl::set_offset(uint64_t offset) {
-  TORCH_CHECK(offset % kPhiloxOffsetPerLaunch == 0,
+  TORCH_CHECK(offset % kPhiloxOffsetPerLaunch == 0, // LITERALINCLUDE EMPHASIZE
               "accinte generator: the offset must be a multiple of ",
               kPhiloxOffsetPerLaunch, ", got ", offset);
   offset_ = offset;
@@ -51,7 +51,8 @@ c10::intrusive_ptr<c10::TensorImpl> AccinteGeneratorImpl::get_state() const {
       at::detail::empty_cpu({kGeneratorStateBytes}, at::kByte, std::nullopt,
                             std::nullopt, std::nullopt, std::nullopt);
   auto* bytes = state.mutable_data_ptr<uint8_t>();
-  std::memcpy(bytes, &seed_, sizeof(seed_));
+  std::memcpy(bytes, &seed_, sizeof(seed_)); // LITERALINCLUDE EMPHASIZE
+  // LITERALINCLUDE EMPHASIZE NEXT
   std::memcpy(bytes + sizeof(seed_), &offset_, sizeof(offset_));
   return state.getIntrusivePtr();
 }
@@ -72,7 +73,8 @@ void AccinteGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   uint64_t seed = 0;
   uint64_t offset = 0;
   const auto* bytes = static_cast<const uint8_t*>(new_state.data());
-  std::memcpy(&seed, bytes, sizeof(seed));
+  std::memcpy(&seed, bytes, sizeof(seed)); // LITERALINCLUDE EMPHASIZE
+  // LITERALINCLUDE EMPHASIZE NEXT
   std::memcpy(&offset, bytes + sizeof(seed), sizeof(offset));
   set_offset(offset); // checks it before anything changes
   seed_ = seed;

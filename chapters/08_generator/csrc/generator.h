@@ -95,7 +95,7 @@ class AccinteGeneratorImpl final : public c10::GeneratorImpl {
 
   /** The (seed, offset) of the next launch; advances the offset by
    * `increment`. The caller holds `mutex_`. */
-  PhiloxState reserve(uint64_t increment);
+  PhiloxState reserve(uint64_t increment); // LITERALINCLUDE EMPHASIZE
 
   /** The device type, for at::check_generator(). */
   static c10::DeviceType device_type() {
@@ -105,8 +105,8 @@ class AccinteGeneratorImpl final : public c10::GeneratorImpl {
  private:
   AccinteGeneratorImpl* clone_impl() const override;
 
-  uint64_t seed_;
-  uint64_t offset_ = 0;
+  uint64_t seed_;       // LITERALINCLUDE EMPHASIZE
+  uint64_t offset_ = 0; // LITERALINCLUDE EMPHASIZE
 };
 // LITERALINCLUDE END: CH08_GENERATOR_CLASS
 

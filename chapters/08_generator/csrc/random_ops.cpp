@@ -267,13 +267,14 @@ void bernoulliTensorKernel(const at::TensorBase& self, const at::TensorBase& p_,
     return;
   }
   p = p.expand(self.sizes());
+  // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(generator, self.device());
   const KernelTensor target{at::Tensor(self)};
   const KernelTensor probabilities(p);
   AT_DISPATCH_ALL_TYPES_AND3(
       at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_",
       [&] {
-        launchOnCurrentStream(
+        launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
             self.device().index(), {target.buffer(), probabilities.buffer()},
             [target, probabilities, philox] {
               const at::Tensor chances =
@@ -286,6 +287,7 @@ void bernoulliTensorKernel(const at::TensorBase& self, const at::TensorBase& p_,
                   0, dense.numel(), kGrainSize,
                   [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i) {
+                      // LITERALINCLUDE EMPHASIZE NEXT 2
                       data[i] = static_cast<scalar_t>(
                           uniform01(philoxElement(philox, i), 0) < chance[i]);
                     }
@@ -316,10 +318,11 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
   TORCH_CHECK(!(self.sum(-1) == 0).any().item<bool>(),
               "invalid multinomial distribution (sum of probabilities <= 0)");
   const int64_t categories = self.size(-1);
+  // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(generator, self.device());
   const KernelTensor target(result);
   const KernelTensor weights(self);
-  launchOnCurrentStream(
+  launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
       self.device().index(), {target.buffer(), weights.buffer()},
       [target, weights, philox, n_sample, categories] {
         const at::Tensor cumulative = weights.cpuView()
@@ -347,7 +350,7 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
                     --pick;
                   }
                 }
-                chosen[i] = pick;
+                chosen[i] = pick; // LITERALINCLUDE EMPHASIZE
               }
             });
         at::Tensor out = target.cpuView();
@@ -436,6 +439,7 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
   const double keep = 1.0 - p;
   // NB: p == 1 drops everything; the scale is then 0, not infinity.
   const double scale = keep == 0.0 ? 0.0 : 1.0 / keep;
+  // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(std::nullopt, input.device());
   const KernelTensor source(input);
   const KernelTensor result(output);
@@ -443,7 +447,7 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, input.scalar_type(), "native_dropout", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        launchOnCurrentStream(
+        launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
             input.device().index(),
             {source.buffer(), result.buffer(), kept.buffer()},
             [source, result, kept, philox, keep, scale] {
@@ -455,9 +459,10 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
                   0, values.numel(), kGrainSize,
                   [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i) {
+                      // LITERALINCLUDE EMPHASIZE NEXT 2
                       const bool on =
                           uniform01(philoxElement(philox, i), 0) < keep;
-                      flags[i] = on;
+                      flags[i] = on; // LITERALINCLUDE EMPHASIZE
                       // NB: multiplied, not selected, so that a NaN input
                       // stays NaN as on the CPU.
                       y[i] = static_cast<scalar_t>(static_cast<acc_t>(x[i]) *
@@ -481,6 +486,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using at::Generator;
   using at::Tensor;
   using Gen = std::optional<Generator>;
+  // LITERALINCLUDE EMPHASIZE NEXT
   m.impl("uniform_", TORCH_FN(at::native::uniform_));
   m.impl("normal_", TORCH_FN(at::native::normal_));
   m.impl("normal.Tensor_float",
@@ -524,8 +530,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cauchy_", TORCH_FN(at::native::cauchy_));
   m.impl("multinomial", TORCH_FN(at::native::multinomial));
   m.impl("multinomial.out", TORCH_FN(at::native::multinomial_out));
+  // LITERALINCLUDE EMPHASIZE NEXT
   m.impl("randperm.generator_out", TORCH_FN(randpermOut));
-  m.impl("native_dropout", TORCH_FN(nativeDropout));
+  m.impl("native_dropout", TORCH_FN(nativeDropout)); // LITERALINCLUDE EMPHASIZE
 }
 // LITERALINCLUDE END: CH08_REGISTRATIONS
 

@@ -70,6 +70,7 @@ class StreamGate {
   explicit StreamGate(c10::DeviceIndex device, double timeout_seconds)
       : state_(std::make_shared<State>()) {
     const auto timeout = std::chrono::duration<double>(timeout_seconds);
+    // LITERALINCLUDE EMPHASIZE NEXT
     launchOnCurrentStream(device, {}, [state = state_, timeout] {
       std::unique_lock<std::mutex> lock(state->mutex);
       state->opened.wait_for(lock, timeout, [&] { return state->open; });
@@ -87,9 +88,9 @@ class StreamGate {
   void open() {
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->open = true;
+      state_->open = true; // LITERALINCLUDE EMPHASIZE
     }
-    state_->opened.notify_all();
+    state_->opened.notify_all(); // LITERALINCLUDE EMPHASIZE
   }
 
  private:

@@ -45,6 +45,7 @@ py::dict statArrayDict(const StatArray& array) {
  * torch.cuda.memory_stats before flattening. */
 py::dict memoryStats(c10::DeviceIndex device) {
   checkDeviceIndex(device);
+  // LITERALINCLUDE EMPHASIZE NEXT
   const auto stats = deviceAllocator()->getDeviceStats(device);
   py::dict dict;
   dict["allocation"] = statArrayDict(stats.allocation);
@@ -74,13 +75,14 @@ void bindChapter07(py::module_& m) {
       "_reset_peak_memory_stats",
       [](c10::DeviceIndex device) {
         checkDeviceIndex(device);
-        deviceAllocator()->resetPeakStats(device);
+        deviceAllocator()->resetPeakStats(device); // LITERALINCLUDE EMPHASIZE
       },
       py::arg("device"));
   m.def(
       "_reset_accumulated_memory_stats",
       [](c10::DeviceIndex device) {
         checkDeviceIndex(device);
+        // LITERALINCLUDE EMPHASIZE NEXT
         deviceAllocator()->resetAccumulatedStats(device);
       },
       py::arg("device"));
@@ -92,6 +94,7 @@ void bindChapter07(py::module_& m) {
   m.def(
       "_mem_get_info",
       [](c10::DeviceIndex device) {
+        // LITERALINCLUDE EMPHASIZE NEXT
         return deviceAllocator()->getMemoryInfo(device);
       },
       py::arg("device"), "(free, total) bytes of the device.");
