@@ -48,6 +48,7 @@ std::chrono::steady_clock::time_point EventCompletion::completedAt() {
   return completedAt_;
 }
 
+// LITERALINCLUDE START: EMULATOR_FAILURE_PROPAGATION
 void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record) {
   // NB: runs on the stream's own worker, so the stream outlives it, and it
   // sees every failure of the work enqueued before it.
@@ -74,6 +75,7 @@ void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record) {
     return accinteSuccess;
   }));
 }
+// LITERALINCLUDE END: EMULATOR_FAILURE_PROPAGATION
 
 std::shared_ptr<EventCompletion> Event::startRecord() {
   auto completion = std::make_shared<EventCompletion>();
