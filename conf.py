@@ -161,7 +161,7 @@ nitpick_ignore = [
 # no Sphinx inventory of PyTorch's C++ API to link to.
 nitpick_ignore_regex = [
     ("cpp:identifier", r"(size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
-    ("cpp:identifier", r"(std|c10|at|torch|pybind11)(::.*)?"),
+    ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11)(::.*)?"),
 ]
 
 # PyTorch's Python API: documented elsewhere, and no inventory is fetched (the

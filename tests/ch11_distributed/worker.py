@@ -1,0 +1,299 @@
+"""One rank of a multi-process test of chapter 11.
+
+Run as ``python worker.py CASE RANK WORLD STORE_FILE``; the tests start one
+process per rank (see ``test_collectives.py``). Each rank uses the accinte
+device of its rank, joins the group through a file store (no network
+address is needed to meet), and gloo talks over loopback. A case checks its
+own results against values computed on the CPU and raises on a mismatch; a
+clean exit with ``OK CASE`` printed is success.
+"""
+
+import datetime
+import os
+import sys
+import time
+
+# NB: before torch_accinte loads the emulator, which reads it once.
+os.environ.setdefault("ACCINTE_DEVICE_COUNT", "2")
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch_accinte  # noqa: E402, F401
+
+#: Every collective of a case must end in this time, or the rank fails.
+TIMEOUT = datetime.timedelta(seconds=20)
+#: The group's timeout in the cases where a rank fails or stalls.
+STALL_TIMEOUT = datetime.timedelta(seconds=4)
+
+CASES = {}
+
+
+def case(function):
+    CASES[function.__name__] = function
+    return function
+
+
+def expected_sum(make, world):
+    """The sum over ranks of ``make(rank)``, computed on the CPU."""
+    return sum(make(rank) for rank in range(world))
+
+
+def rank_tensor(rank, dtype=torch.float32, shape=(3, 4)):
+    """A tensor whose values tell the rank and the element apart."""
+    values = torch.arange(torch.Size(shape).numel(), dtype=torch.float64)
+    return (values.reshape(shape) + 100 * (rank + 1)).to(dtype)
+
+
+@case
+def all_reduce(rank, world, device):
+    for dtype in (torch.float32, torch.float64, torch.int64):
+        for op, reference in [
+            (dist.ReduceOp.SUM, lambda ts: sum(ts)),
+            (dist.ReduceOp.PRODUCT, lambda ts: torch.stack(ts).prod(0)),
+            (dist.ReduceOp.MIN, lambda ts: torch.stack(ts).min(0).values),
+            (dist.ReduceOp.MAX, lambda ts: torch.stack(ts).max(0).values),
+        ]:
+            tensor = rank_tensor(rank, dtype).to(device)
+            dist.all_reduce(tensor, op=op)
+            want = reference([rank_tensor(r, dtype) for r in range(world)])
+            torch.testing.assert_close(tensor.cpu(), want.to(dtype))
+    tensor = rank_tensor(rank).to(device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.AVG)
+    torch.testing.assert_close(tensor.cpu(), expected_sum(rank_tensor, world) / world)
+
+
+@case
+def broadcast_and_reduce(rank, world, device):
+    for root in range(world):
+        tensor = rank_tensor(rank).to(device)
+        dist.broadcast(tensor, src=root)
+        torch.testing.assert_close(tensor.cpu(), rank_tensor(root))
+    tensor = rank_tensor(rank).to(device)
+    dist.reduce(tensor, dst=0, op=dist.ReduceOp.SUM)
+    if rank == 0:
+        torch.testing.assert_close(tensor.cpu(), expected_sum(rank_tensor, world))
+
+
+@case
+def gathers_and_scatters(rank, world, device):
+    gathered = [torch.empty(3, 4, device=device) for _ in range(world)]
+    dist.all_gather(gathered, rank_tensor(rank).to(device))
+    for r, tensor in enumerate(gathered):
+        torch.testing.assert_close(tensor.cpu(), rank_tensor(r))
+
+    into = torch.empty(world * 3, 4, device=device)
+    dist.all_gather_single(into, rank_tensor(rank).to(device))
+    torch.testing.assert_close(into.cpu(), torch.cat([rank_tensor(r) for r in range(world)]))
+
+    full = torch.cat([rank_tensor(rank + 10 * r) for r in range(world)]).to(device)
+    chunk = torch.empty(3, 4, device=device)
+    dist.reduce_scatter_single(chunk, full, op=dist.ReduceOp.SUM)
+    torch.testing.assert_close(
+        chunk.cpu(), sum(rank_tensor(r + 10 * rank) for r in range(world)))
+    dist.reduce_scatter_single(chunk, full, op=dist.ReduceOp.AVG)
+    torch.testing.assert_close(
+        chunk.cpu(), sum(rank_tensor(r + 10 * rank) for r in range(world)) / world)
+    # NB: MAX too: gloo's own reduce-scatter of one tensor always sums.
+    dist.reduce_scatter_single(chunk, full, op=dist.ReduceOp.MAX)
+    torch.testing.assert_close(
+        chunk.cpu(), torch.stack([rank_tensor(r + 10 * rank) for r in range(world)]).max(0).values)
+
+    # all_to_all_single: rank r sends block b of its input to rank b.
+    sent = torch.stack([rank_tensor(rank * world + b, shape=(2,)) for b in range(world)])
+    received = torch.empty_like(sent, device=device)
+    dist.all_to_all_single(received, sent.to(device))
+    want = torch.stack([rank_tensor(b * world + rank, shape=(2,)) for b in range(world)])
+    torch.testing.assert_close(received.cpu(), want)
+    # ...and with uneven split sizes: rank r sends r + 1 elements to each.
+    input_splits = [rank + 1] * world
+    output_splits = [r + 1 for r in range(world)]
+    sent = torch.full((sum(input_splits),), float(rank), device=device)
+    received = torch.empty(sum(output_splits), device=device)
+    dist.all_to_all_single(received, sent, output_splits, input_splits)
+    want = torch.cat([torch.full((r + 1,), float(r)) for r in range(world)])
+    torch.testing.assert_close(received.cpu(), want)
+
+
+@case
+def point_to_point_and_barrier(rank, world, device):
+    if rank == 0:
+        dist.send(rank_tensor(7).to(device), dst=1)
+        received = torch.empty(3, 4, device=device)
+        dist.recv(received, src=1)
+        torch.testing.assert_close(received.cpu(), rank_tensor(8))
+    elif rank == 1:
+        received = torch.empty(3, 4, device=device)
+        dist.recv(received, src=0)
+        torch.testing.assert_close(received.cpu(), rank_tensor(7))
+        dist.send(rank_tensor(8).to(device), dst=0)
+    dist.barrier()
+    # Object collectives travel as byte tensors through the group's backend.
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})
+    assert objects == [{"rank": r} for r in range(world)], objects
+
+
+@case
+def ordering_with_streams(rank, world, device):
+    # The collective must read what the current stream wrote before it, even
+    # while that stream is held: a device-to-device copy queued behind the
+    # testing gate fills the tensor, and the collective may only start once
+    # the gate opens. Reading too early would reduce zeros.
+    source = torch.full((1024,), float(rank + 1), device=device)
+    tensor = torch.zeros(1024, device=device)
+    torch.accinte.synchronize()
+    gate = torch_accinte._C._testing.StreamGate(device.index, timeout_seconds=30.0)
+    try:
+        tensor.copy_(source)  # queued behind the gate
+        work = dist.all_reduce(tensor, async_op=True)
+        assert not work.is_completed()
+    finally:
+        gate.open()
+    work.wait()
+    # wait() orders the current stream after the collective: a native kernel
+    # queued now reads the reduced values.
+    torch.testing.assert_close((-tensor).cpu(), torch.full((1024,), -float(sum(range(1, world + 1)))))
+    # A collective launched under a side stream reads that stream's writes.
+    side = torch.accinte.Stream()
+    with torch.accinte.stream(side):
+        other = torch.full((64,), float(rank), device=device)
+        dist.all_reduce(other)
+        result = other.cpu()
+    torch.testing.assert_close(result, torch.full((64,), float(sum(range(world)))))
+    # The Work's future completes with the outputs, ordered the same way.
+    tensor = rank_tensor(rank).to(device)
+    future = dist.all_reduce(tensor, async_op=True).get_future()
+    value = future.wait()[0]
+    torch.testing.assert_close(value.cpu(), expected_sum(rank_tensor, world))
+
+
+@case
+def bad_input(rank, world, device):
+    # NB: the group sends CPU tensors to gloo, so the accl backend is called
+    # directly to see what it says of them.
+    accl = dist.group.WORLD._get_backend(device)
+    cases = {
+        "CPU tensor": (lambda: accl.allreduce([torch.ones(2)]).wait(),
+                       "collectives take accinte tensors"),
+        "non-contiguous": (lambda: dist.all_reduce(torch.ones(4, 4, device=device).t()),
+                           "tensors must be dense and contiguous"),
+        "two devices": (lambda: dist.all_gather_single(
+                            torch.empty(2 * world, device="accinte:0"),
+                            torch.ones(2, device="accinte:1")),
+                        "the tensors of one collective must be on one device"),
+        "wrong output count": (lambda: dist.all_gather([torch.empty(2, device=device)],
+                                                       torch.ones(2, device=device)),
+                               "allgather needs one output per rank"),
+        "wrong output size": (lambda: dist.all_gather_single(
+                                  torch.empty(3, device=device), torch.ones(2, device=device)),
+                              "all_gather_into_tensor needs an output of"),
+        "AVG of integers": (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64, device=device),
+                                                    op=dist.ReduceOp.AVG),
+                            "ReduceOp.AVG needs floating-point or complex tensors"),
+    }
+    for name, (call, message) in cases.items():
+        try:
+            call()
+        except (RuntimeError, ValueError) as error:
+            assert message in str(error), (name, str(error))
+        else:
+            raise AssertionError(f"{name} was accepted")
+    # The group is still usable afterwards.
+    tensor = torch.ones(2, device=device)
+    dist.all_reduce(tensor)
+    torch.testing.assert_close(tensor.cpu(), torch.full((2,), float(world)))
+
+
+def train(model, batches, lr):
+    """SGD on ``batches`` of (inputs, targets); the model's parameters after."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(),
+                               torch.nn.Linear(32, 32), torch.nn.Tanh(),
+                               torch.nn.Linear(32, 4))
+
+
+@case
+def ddp_matches_one_process(rank, world, device):
+    from torch.nn.parallel import DistributedDataParallel
+
+    generator = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(8 * world, 8, generator=generator),
+                torch.randn(8 * world, 4, generator=generator)) for _ in range(5)]
+    # The reference: one process, the whole batch, on the CPU.
+    want = train(make_model(), batches, lr=0.1)
+    # DDP: each rank takes its share of every batch; small buckets make the
+    # reducer run several allreduces per step, overlapped with backward.
+    model = DistributedDataParallel(make_model().to(device), device_ids=[device.index],
+                                    bucket_cap_mb=0.001)
+    share = [(x[rank::world].to(device), y[rank::world].to(device)) for x, y in batches]
+    got = train(model, share, lr=0.1)
+    for mine, theirs in zip(got, want):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    # Every rank ends with the same parameters.
+    for parameter in model.parameters():
+        copies = [torch.empty_like(parameter) for _ in range(world)]
+        dist.all_gather(copies, parameter.detach())
+        for copy in copies:
+            torch.testing.assert_close(copy.cpu(), parameter.detach().cpu(), rtol=0, atol=0)
+
+
+@case
+def rank_fails(rank, world, device):
+    # Rank 1 leaves before the collective. Rank 0's collective ends with the
+    # host backend's error within the group's timeout, never a hang, and the
+    # first read of its result reports it instead of returning stale values.
+    if rank == 1:
+        os._exit(3)
+    tensor = torch.ones(2, device=device)
+    dist.all_reduce(tensor)
+    try:
+        tensor.cpu()
+    except RuntimeError as error:
+        print("FAILED AS EXPECTED:", str(error).splitlines()[0], flush=True)
+        os._exit(4)
+    raise AssertionError("the result of a failed collective was read without an error")
+
+
+@case
+def rank_stalls(rank, world, device):
+    # Rank 1 stays in the group but never joins the collective: rank 0's
+    # ends when the group's timeout expires.
+    if rank == 1:
+        time.sleep(2 * STALL_TIMEOUT.total_seconds())
+        os._exit(0)
+    rank_fails(rank, world, device)
+
+
+def main():
+    name, rank, world, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    # "default": no backend named, so torch.distributed picks the one
+    # registered for the accelerator, accinte.
+    backend = os.environ.get("ACCL_TEST_BACKEND", "cpu:gloo,accinte:accl")
+    device = torch.device("accinte", rank % torch.accinte.device_count())
+    torch.accinte.set_device(device)
+    dist.init_process_group(
+        None if backend == "default" else backend,
+        init_method=f"file://{store}", rank=rank, world_size=world,
+        timeout=STALL_TIMEOUT if name in ("rank_fails", "rank_stalls") else TIMEOUT,
+        device_id=device if os.environ.get("ACCL_TEST_BIND_DEVICE") else None)
+    try:
+        CASES[name](rank, world, device)
+        torch.accinte.synchronize()
+        print("OK", name, flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
