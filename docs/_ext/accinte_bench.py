@@ -5,7 +5,8 @@ reproduce), so a page names a committed results file, a copy of
 ``build/bench/results.json`` that ``make bench-snapshot`` makes:
 
 ``{accinte-bench-table} output/bench_results.json``
-    a sentence saying what was measured, where and under what load, then the
+    what was measured, where and how busy the machine was (in a note when it
+    was too busy for the numbers to be more than preliminary), then the
     results as a table;
 ``{accinte-bench-chart} output/bench_results.json``
     the ratios as an SVG bar chart, with each benchmark's goal.
@@ -51,8 +52,10 @@ class BenchTable(_ResultsDirective):
 
     def run(self):
         results = self.results()
-        text = bench_report.describe_run(results) + "\n\n" + bench_report.markdown_table(results)
-        return self.parse_text_to_nodes(text)
+        run = bench_report.describe_run(results)
+        if bench_report.is_preliminary(results):
+            run = f":::{{note}}\n{run}\n:::"
+        return self.parse_text_to_nodes(f"{run}\n\n{bench_report.markdown_table(results)}")
 
 
 class BenchChart(_ResultsDirective):
