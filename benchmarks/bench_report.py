@@ -232,7 +232,7 @@ def describe_run(results: dict) -> str:
     """What was measured, where, and how busy the machine was."""
     text = (f"Stage {results['stage']}, torch {results['torch']}, "
             f"{results['cpu_count']} CPUs ({results['torch_threads']} torch threads), "
-            f"{results['date']}; medians of {results['repeats']} alternating runs. "
+            f"{results['date']}; medians of {results['repeats']} alternating samples. "
             f"Other processes kept {results['other_load']:.2f} CPUs busy on average.")
     if is_preliminary(results):
         text += " The machine was busy: these numbers are preliminary."
