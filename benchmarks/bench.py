@@ -128,12 +128,14 @@ def latency_add() -> Steps:
 
 
 def matmul() -> Steps:
+    """``a @ b`` on two 1024 × 1024 float32 matrices."""
     a, b = torch.rand(1024, 1024), torch.rand(1024, 1024)
     a_dev, b_dev = a.to("accinte"), b.to("accinte")
     return (lambda: a_dev @ b_dev), (lambda: a @ b)
 
 
 def allocate_free() -> Steps:
+    """A 1 MiB tensor allocated and, unreferenced at once, freed."""
     count = MiB // 4  # float32
     return (lambda: torch.empty(count, device="accinte")), (lambda: torch.empty(count))
 
@@ -298,6 +300,7 @@ def timed_run(commands: List[List[str]], log: Path,
 
 
 def duration(name: str, seconds: Optional[float], log: Path) -> dict:
+    """The entry of a timed command; a failure points at its log."""
     if seconds is None:
         return report.entry(name, report.DURATION, None,
                             skipped=f"failed, see {log.relative_to(ROOT)}")
@@ -344,7 +347,8 @@ def machine_busy_seconds() -> float:
     """CPU seconds every process of the machine has used since boot."""
     # The first line of /proc/stat: "cpu user nice system idle iowait irq
     # softirq steal ...", in clock ticks; idle and iowait are not work.
-    ticks = [int(field) for field in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    first_line = Path("/proc/stat").read_text().split("\n")[0]
+    ticks = [int(field) for field in first_line.split()[1:]]
     user, nice, system, _, _, irq, softirq = ticks[:7]
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
@@ -367,6 +371,7 @@ class OtherLoad:
         self.start = (time.perf_counter(), machine_busy_seconds(), own_busy_seconds())
 
     def cpus(self) -> float:
+        """The average so far."""
         wall, machine, own = self.start
         others = (machine_busy_seconds() - machine) - (own_busy_seconds() - own)
         return max(others, 0.0) / (time.perf_counter() - wall)
@@ -375,6 +380,7 @@ class OtherLoad:
 # -- Main ------------------------------------------------------------------------------
 
 def progress(index: int, total: int, item: dict) -> None:
+    """One line as soon as a benchmark is done: its row of the table."""
     name, *cells = report.table_row(item)
     shown = "; ".join(f"{label} {cell}" for label, cell
                       in zip(report.HEADER[1:], cells) if cell != "—")

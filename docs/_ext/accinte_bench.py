@@ -11,10 +11,11 @@ reproduce), so a page names a committed results file, a copy of
 ``{accinte-bench-chart} output/bench_results.json``
     the ratios as an SVG bar chart, with each benchmark's goal.
 
-The path is relative to the page, as a ``literalinclude``'s is. Both render
-with ``benchmarks/bench_report.py``, which also writes ``results.md``, so the
-page and ``make bench`` show the same table; ``make docs-check`` runs that
-module's self-test.
+The path is relative to the page, as a ``literalinclude``'s is; the page
+must be MyST Markdown, since the table is parsed as Markdown. Both render
+with ``benchmarks/bench_report.py``, which also writes ``results.md``, so
+the page and ``make bench`` show the same table; ``make docs-check`` runs
+that module's self-test.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class _ResultsDirective(SphinxDirective):
     has_content = False
 
     def results(self) -> dict:
+        """The file's results, validated; a directive error if it has none."""
         rel_path, path = self.env.relfn2path(self.arguments[0])
         # A new snapshot rebuilds the pages that show it.
         self.env.note_dependency(rel_path)
