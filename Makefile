@@ -31,7 +31,7 @@ PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized docs docs-check docs-browser-test outputs outputs-check \
-        format-check install demo test clean
+        format-check install demo test clean bench bench-snapshot
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -87,11 +87,24 @@ docs: deps ## Build the HTML guide (warnings are errors)
 docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
 	$(PYTHON) tools/browser_test.py
 
-docs-check: ## Tag checker, link checker self-test, clang-format check
+docs-check: ## Tag checker, link checker and benchmark report self-tests, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py
 	$(PYTHON) tools/check_links.py --self-test
+	$(PYTHON) benchmarks/bench_report.py --self-test
 	tools/check_format.sh
+
+# The guide cannot run the benchmarks (too slow, too noisy): its performance
+# page renders BENCH_SNAPSHOT, a copy of a `make bench` run committed with it.
+BENCH_DIR := $(BUILD)/bench
+BENCH_SNAPSHOT := docs/output/bench_results.json
+
+bench: stage ## Time stage STAGE against the CPU into build/bench/ (BUILD_TIMES=1: build and test times too)
+	PYTHONPATH=$(BUILD)/stage$(STAGE)/python $(PYTHON) benchmarks/bench.py --stage $(STAGE) \
+	  --out $(BENCH_DIR) --jobs $(JOBS) $(if $(BUILD_TIMES),--build-times)
+
+bench-snapshot: ## Copy the last `make bench` results to the guide's performance page
+	cp $(BENCH_DIR)/results.json $(BENCH_SNAPSHOT)
 
 install: build ## pip install the final backend (torch_accinte)
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .

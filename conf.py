@@ -25,6 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 # The guide's own small Sphinx extensions (docs/_ext/*.py).
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+# accinte_bench renders benchmark results with benchmarks/bench_report.py, the
+# module `make bench` writes them with.
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # Where Doxygen's output lives. A relative path is relative to this file (the
 # repository root), the directory `doxygen docs/Doxyfile` is run from.
@@ -87,6 +90,8 @@ extensions = [
     # accinte_diagrams adds those generated from the repository's layout.
     "sphinx.ext.graphviz",
     "accinte_diagrams",
+    # The results of `make bench` as a table and a chart (docs/performance.md).
+    "accinte_bench",
     # A copy button on every code block.
     "sphinx_copybutton",
     # The Python API reference (docs/python_api.md).

@@ -1,0 +1,447 @@
+"""accinte against the CPU, in one process: the driver of ``make bench``.
+
+The emulated device computes on this machine's CPU, so the CPU is the limit
+accinte can approach, and every benchmark is reported as a ratio to a CPU
+baseline timed in the same process: ``accinte seconds / CPU seconds`` for
+time, and for copies accinte's bandwidth relative to a CPU ``copy_`` of the
+same bytes. Ratios compare across machines and survive a uniformly busy
+machine better than seconds do.
+
+Each benchmark runs its accinte and its CPU side alternately, one sample of
+each per round, so that a change of load or clock hits both alike, and
+reports the median of each side. A sample is as many calls as make it last
+MIN_SAMPLE seconds, and it ends by synchronizing every device, inside the
+timed region: device work never leaks into the next sample.
+
+    make bench [STAGE=NN] [BUILD_TIMES=1]
+    PYTHONPATH=build/stageNN/python python benchmarks/bench.py --stage NN
+
+Writes ``results.json`` and ``results.md`` (see bench_report.py) to ``--out``.
+"""
+
+import os
+
+# NB: the emulator reads its device count once, when torch_accinte loads it
+# (from stage 06 on, `import torch` does): the cross-device copy needs two.
+os.environ.setdefault("ACCINTE_DEVICE_COUNT", "2")
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable, List, Optional, Tuple  # noqa: E402
+
+import torch  # noqa: E402
+import torch_accinte  # noqa: E402
+
+import bench_report as report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+#: Shortest sample, in seconds: shorter ones measure the timer and the loop.
+MIN_SAMPLE = 0.02
+
+#: A benchmark's two sides, each a call timed repeatedly.
+Steps = Tuple[Callable[[], object], Callable[[], object]]
+
+
+@dataclass
+class Benchmark:
+    """One row of the results: ``prepare`` allocates the tensors and returns
+    the (accinte, CPU) steps, so that they are freed after the benchmark."""
+
+    name: str
+    measure: str
+    prepare: Callable[[], Steps]
+    goal: Optional[dict] = None
+    nbytes: Optional[int] = None
+
+
+# -- Timing ----------------------------------------------------------------------
+
+def synchronize_all() -> None:
+    """Waits for every device: a cross-device copy keeps two busy."""
+    for index in range(torch.accinte.device_count()):
+        torch.accinte.synchronize(index)
+
+
+def sample(step: Callable[[], object], number: int, on_device: bool) -> float:
+    """Seconds per call of ``step``, over ``number`` calls, device work included."""
+    start = time.perf_counter()
+    for _ in range(number):
+        step()
+    if on_device:
+        synchronize_all()
+    return (time.perf_counter() - start) / number
+
+
+def calls_per_sample(step: Callable[[], object], on_device: bool) -> int:
+    """How many calls make a sample last MIN_SAMPLE; also warms ``step`` up
+    (first-call costs: lazy initialization, allocator caches)."""
+    sample(step, 1, on_device)
+    number = 1
+    while True:
+        seconds = sample(step, number, on_device) * number
+        if seconds >= MIN_SAMPLE:
+            return number
+        # Aim a little past the target so that one more try usually suffices.
+        number = max(number * 2, int(number * 1.5 * MIN_SAMPLE / max(seconds, 1e-9)))
+
+
+def median_seconds(steps: Steps, repeats: int) -> Tuple[float, float]:
+    """Medians (accinte, CPU) of seconds per call, from alternating samples."""
+    accinte_step, cpu_step = steps
+    sides = [(accinte_step, True, calls_per_sample(accinte_step, True), []),
+             (cpu_step, False, calls_per_sample(cpu_step, False), [])]
+    for round_index in range(repeats):
+        # Which side goes first alternates too: neither always runs on the
+        # caches, or the clock, that the other left behind.
+        for step, on_device, number, samples in sides[::1 if round_index % 2 else -1]:
+            samples.append(sample(step, number, on_device))
+    return statistics.median(sides[0][3]), statistics.median(sides[1][3])
+
+
+# -- The benchmarks --------------------------------------------------------------
+
+def add(count: int) -> Steps:
+    """``a + b`` on ``count`` float32 elements."""
+    a, b = torch.rand(count), torch.rand(count)
+    a_dev, b_dev = a.to("accinte"), b.to("accinte")
+    return (lambda: a_dev + b_dev), (lambda: a + b)
+
+
+def latency_add() -> Steps:
+    """``a + b`` on one element, waiting for each: the cost of one launch."""
+    device_add, cpu_add = add(1)
+
+    def device_step():
+        device_add()
+        torch.accinte.synchronize()
+    return device_step, cpu_add
+
+
+def matmul() -> Steps:
+    """``a @ b`` on two 1024 × 1024 float32 matrices."""
+    a, b = torch.rand(1024, 1024), torch.rand(1024, 1024)
+    a_dev, b_dev = a.to("accinte"), b.to("accinte")
+    return (lambda: a_dev @ b_dev), (lambda: a @ b)
+
+
+def allocate_free() -> Steps:
+    """A 1 MiB tensor allocated and, unreferenced at once, freed."""
+    count = MiB // 4  # float32
+    return (lambda: torch.empty(count, device="accinte")), (lambda: torch.empty(count))
+
+
+def small_op_chain() -> Steps:
+    """Ten elementwise operations on 1K elements, then one wait: what is
+    left is, almost entirely, what each launch costs."""
+    def chain(x):
+        x = x + 1.0
+        x = x * 0.5
+        x = x - 0.25
+        x = x / 1.5
+        x = x.abs()
+        x = x.sqrt()
+        x = x.neg()
+        x = x.exp()
+        x = x.relu()
+        return x.sigmoid()
+
+    x = torch.rand(1024)
+    x_dev = x.to("accinte")
+
+    def device_step():
+        chain(x_dev)
+        torch.accinte.synchronize()
+    return device_step, (lambda: chain(x))
+
+
+def mlp_training_step() -> Steps:
+    """One SGD step of a 3-layer, 1024-wide MLP on a batch of 256."""
+    # NB: the CPU's generator only: before chapter 08, seeding accinte too
+    # (torch.manual_seed) warns that the device cannot be seeded.
+    torch.default_generator.manual_seed(0)
+    cpu_model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    )
+    # NB: initialized on the CPU and copied, so both sides train the same
+    # model and no stage needs an accinte random generator (chapter 08).
+    device_model = copy.deepcopy(cpu_model).to("accinte")
+    inputs, targets = torch.randn(256, 1024), torch.randint(0, 10, (256,))
+
+    def trainer(model, x, y):
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        return step
+
+    return (trainer(device_model, inputs.to("accinte"), targets.to("accinte")),
+            trainer(cpu_model, inputs, targets))
+
+
+def copy_steps(direction: str, nbytes: int, pinned: bool) -> Callable[[], Steps]:
+    """A copy of ``nbytes`` between host and device, against a CPU ``copy_``
+    of the same bytes. Pinned copies are asynchronous (non_blocking), as a
+    data loader issues them; the sample's final synchronize waits for them."""
+    def prepare() -> Steps:
+        source = torch.rand(nbytes // 4)
+        target = torch.empty_like(source)
+        host = source.pin_memory() if pinned else source
+        device = torch.empty_like(source, device="accinte")
+        if direction == "h2d":
+            def device_step():
+                device.copy_(host, non_blocking=pinned)
+        else:
+            host_target = torch.empty(source.shape, pin_memory=pinned)
+
+            def device_step():
+                host_target.copy_(device, non_blocking=pinned)
+        return device_step, (lambda: target.copy_(source))
+    return prepare
+
+
+def strided_copy() -> Steps:
+    """Host to device from a transposed (non-contiguous) source: the copy
+    must gather the source before it can move it."""
+    source = torch.rand(16 * MiB)
+    target = torch.empty_like(source)
+    strided = source.view(-1, 1024).t()
+    device = torch.empty(strided.shape, device="accinte")
+    return (lambda: device.copy_(strided)), (lambda: target.copy_(source))
+
+
+def device_copy(destination: str) -> Callable[[], Steps]:
+    """64 MiB from accinte:0 to ``destination``, against a CPU ``copy_``."""
+    def prepare() -> Steps:
+        source = torch.rand(16 * MiB)
+        target = torch.empty_like(source)
+        source_dev = source.to("accinte:0")
+        target_dev = torch.empty_like(source, device=destination)
+        return (lambda: target_dev.copy_(source_dev)), (lambda: target.copy_(source))
+    return prepare
+
+
+def benchmarks() -> List[Benchmark]:
+    """Every ratio benchmark: issue 12's table first, with its goals."""
+    def time_goal(value: float) -> dict:
+        return report.goal(report.TIME, value)
+
+    pinned_goal = report.goal(report.BANDWIDTH, 0.8)
+    rows = [
+        Benchmark("a + b, 1 element (latency)", report.TIME, latency_add, time_goal(3)),
+        Benchmark("a + b, 16M float32", report.TIME, lambda: add(16 * MiB), time_goal(1.3)),
+        Benchmark("a @ b, 1024² float32", report.TIME, matmul, time_goal(1.15)),
+        Benchmark("allocate + free 1 MiB", report.TIME, allocate_free, time_goal(1.5)),
+        Benchmark("host → device, 64 MiB pinned", report.BANDWIDTH,
+                  copy_steps("h2d", 64 * MiB, True), pinned_goal, 64 * MiB),
+        Benchmark("device → host, 64 MiB pinned", report.BANDWIDTH,
+                  copy_steps("d2h", 64 * MiB, True), pinned_goal, 64 * MiB),
+        Benchmark("MLP training step (3 × 1024, batch 256, SGD)", report.TIME,
+                  mlp_training_step, time_goal(1.25)),
+    ]
+    for nbytes, size in ((MiB, "1 MiB"), (256 * MiB, "256 MiB")):
+        for direction, arrow in (("h2d", "host → device"), ("d2h", "device → host")):
+            rows.append(Benchmark(f"{arrow}, {size} pinned", report.BANDWIDTH,
+                                  copy_steps(direction, nbytes, True), pinned_goal, nbytes))
+            rows.append(Benchmark(f"{arrow}, {size} pageable", report.BANDWIDTH,
+                                  copy_steps(direction, nbytes, False), None, nbytes))
+    rows += [
+        Benchmark("host → device, 64 MiB strided source", report.BANDWIDTH,
+                  strided_copy, None, 64 * MiB),
+        Benchmark("accinte:0 → accinte:0, 64 MiB", report.BANDWIDTH,
+                  device_copy("accinte:0"), None, 64 * MiB),
+        Benchmark("accinte:0 → accinte:1, 64 MiB", report.BANDWIDTH,
+                  device_copy("accinte:1"), None, 64 * MiB),
+        Benchmark("10 elementwise ops on 1K elements", report.TIME, small_op_chain),
+    ]
+    return rows
+
+
+def run_benchmark(benchmark: Benchmark, repeats: int) -> dict:
+    """The result of one benchmark; a stage that lacks what it needs skips it."""
+    try:
+        accinte_seconds, cpu_seconds = median_seconds(benchmark.prepare(), repeats)
+    except RuntimeError as error:
+        # An earlier stage refuses with an error that says what is missing
+        # (an operator, pinned memory): its first sentence goes in the table.
+        reason = str(error).strip().splitlines()[0].split(". ")[0]
+        return report.entry(benchmark.name, benchmark.measure, None, None,
+                            benchmark.goal, benchmark.nbytes, skipped=reason)
+    return report.entry(benchmark.name, benchmark.measure, accinte_seconds,
+                        cpu_seconds, benchmark.goal, benchmark.nbytes)
+
+
+# -- Build and test times ----------------------------------------------------------
+
+def timed_run(commands: List[List[str]], log: Path,
+              env: Optional[dict] = None) -> Optional[float]:
+    """Seconds ``commands`` took, run one after the other with their output
+    in ``log``; None if one failed."""
+    start = time.perf_counter()
+    with log.open("w") as output:
+        for command in commands:
+            if subprocess.run(command, cwd=ROOT, env=env, stdout=output,
+                              stderr=subprocess.STDOUT).returncode != 0:
+                return None
+    return time.perf_counter() - start
+
+
+def duration(name: str, seconds: Optional[float], log: Path) -> dict:
+    """The entry of a timed command; a failure points at its log."""
+    if seconds is None:
+        return report.entry(name, report.DURATION, None,
+                            skipped=f"failed, see {log.relative_to(ROOT)}")
+    return report.entry(name, report.DURATION, seconds)
+
+
+def clean_build(stage: str, out: Path, jobs: int) -> dict:
+    """Configure and build stage ``stage`` in a new tree, with ccache off:
+    what a first build on a fresh clone costs."""
+    tree = out / "clean-build"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    log = out / "clean-build.log"
+    env = dict(os.environ, CCACHE_DISABLE="1")
+    configure = ["cmake", "-S", str(ROOT), "-B", str(tree / "cmake"), "-G", "Ninja",
+                 f"-DACCINTE_STAGE_ROOT={tree}", f"-DPython3_EXECUTABLE={sys.executable}"]
+    build = ["cmake", "--build", str(tree / "cmake"), "-j", str(jobs),
+             "--target", f"stage{stage}"]
+    seconds = timed_run([configure, build], log, env)
+    # The tree only served the measurement; it would double build/'s size.
+    shutil.rmtree(tree, ignore_errors=True)
+    return duration(f"clean build of stage {stage} (no ccache, {jobs} jobs)", seconds, log)
+
+
+def stage_tests(stage: str, out: Path) -> dict:
+    """``make test-stage STAGE=stage``, the stage built beforehand, untimed."""
+    log = out / f"test-stage{stage}.log"
+    make = ["make", "--no-print-directory", f"PYTHON={sys.executable}", f"STAGE={stage}"]
+    subprocess.run(make + ["stage"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    seconds = timed_run([make + ["test-stage"]], log)
+    return duration(f"tests of stage {stage} (make test-stage)", seconds, log)
+
+
+def stages_up_to(stage: str) -> List[str]:
+    """Stages 01..``stage``, found as the Makefile finds them."""
+    chapters = ROOT.glob("chapters/[0-9][0-9]_*/CMakeLists.txt")
+    found = sorted(path.parent.name[:2] for path in chapters)
+    return [number for number in found if number <= stage]
+
+
+# -- How busy the machine was ----------------------------------------------------
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process of the machine has used since boot."""
+    # The first line of /proc/stat: "cpu user nice system idle iowait irq
+    # softirq steal ...", in clock ticks; idle and iowait are not work.
+    first_line = Path("/proc/stat").read_text().split("\n")[0]
+    ticks = [int(field) for field in first_line.split()[1:]]
+    user, nice, system, _, _, irq, softirq = ticks[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def own_busy_seconds() -> float:
+    """CPU seconds this process (every thread: the emulator's workers too)
+    and the commands it ran have used."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class OtherLoad:
+    """How many CPUs other processes kept busy, on average, since creation.
+
+    A load average would count the benchmarks themselves; this subtracts
+    them, so that a run on an idle machine reads 0.
+    """
+
+    def __init__(self) -> None:
+        self.start = (time.perf_counter(), machine_busy_seconds(), own_busy_seconds())
+
+    def cpus(self) -> float:
+        """The average so far."""
+        wall, machine, own = self.start
+        others = (machine_busy_seconds() - machine) - (own_busy_seconds() - own)
+        return max(others, 0.0) / (time.perf_counter() - wall)
+
+
+# -- Main ------------------------------------------------------------------------------
+
+def progress(index: int, total: int, item: dict) -> None:
+    """One line as soon as a benchmark is done: its row of the table."""
+    name, *cells = report.table_row(item)
+    shown = "; ".join(f"{label} {cell}" for label, cell
+                      in zip(report.HEADER[1:], cells) if cell != "—")
+    print(f"[{index:2d}/{total}] {name}: {shown}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stage", required=True, help="the stage on PYTHONPATH, e.g. 08")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
+    parser.add_argument("--repeats", type=int, default=21,
+                        help="samples of each side per benchmark (default 21)")
+    parser.add_argument("--build-times", action="store_true",
+                        help="also time a clean build of the stage and the tests "
+                             "of every stage up to it (slow)")
+    parser.add_argument("--jobs", type=int, default=2, help="build jobs (--build-times)")
+    args = parser.parse_args()
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    other_load = OtherLoad()
+    results = {
+        "schema": report.SCHEMA,
+        "stage": args.stage,
+        "chapters": list(torch_accinte.loaded_chapters),
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "other_load": None,  # known at the end
+        "repeats": args.repeats,
+        "benchmarks": [],
+    }
+    print(f"Stage {args.stage}, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"medians of {args.repeats} alternating samples", flush=True)
+    rows = benchmarks()
+    stages = stages_up_to(args.stage) if args.build_times else []
+    total = len(rows) + (1 + len(stages) if args.build_times else 0)
+    for index, benchmark in enumerate(rows, 1):
+        results["benchmarks"].append(run_benchmark(benchmark, args.repeats))
+        progress(index, total, results["benchmarks"][-1])
+    if args.build_times:
+        timed = [lambda: clean_build(args.stage, args.out, args.jobs)]
+        timed += [lambda stage=stage: stage_tests(stage, args.out) for stage in stages]
+        for index, time_it in enumerate(timed, len(rows) + 1):
+            results["benchmarks"].append(time_it())
+            progress(index, total, results["benchmarks"][-1])
+    results["other_load"] = round(other_load.cpus(), 3)
+    report.validate(results)
+
+    (args.out / "results.json").write_text(
+        json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (args.out / "results.md").write_text(
+        report.describe_run(results) + "\n\n" + report.markdown_table(results),
+        encoding="utf-8")
+    print(f"Other processes kept {results['other_load']:.2f} CPUs busy on average"
+          + (": the machine was busy, these numbers are preliminary"
+             if report.is_preliminary(results) else ""))
+    print(f"wrote {args.out / 'results.json'} and {args.out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

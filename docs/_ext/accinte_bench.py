@@ -1,0 +1,75 @@
+"""The results of ``make bench``, rendered when the guide is built.
+
+Benchmarks cannot run during a docs build (too slow, and too noisy to
+reproduce), so a page names a committed results file, a copy of
+``build/bench/results.json`` that ``make bench-snapshot`` makes:
+
+``{accinte-bench-table} output/bench_results.json``
+    what was measured, where and how busy the machine was (in a note when it
+    was too busy for the numbers to be more than preliminary), then the
+    results as a table;
+``{accinte-bench-chart} output/bench_results.json``
+    the ratios as an SVG bar chart, with each benchmark's goal.
+
+The path is relative to the page, as a ``literalinclude``'s is; the page
+must be MyST Markdown, since the table is parsed as Markdown. Both render
+with ``benchmarks/bench_report.py``, which also writes ``results.md``, so
+the page and ``make bench`` show the same table; ``make docs-check`` runs
+that module's self-test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+import bench_report
+
+
+class _ResultsDirective(SphinxDirective):
+    """Reads the results file named by the directive's argument."""
+
+    required_arguments = 1
+    has_content = False
+
+    def results(self) -> dict:
+        """The file's results, validated; a directive error if it has none."""
+        rel_path, path = self.env.relfn2path(self.arguments[0])
+        # A new snapshot rebuilds the pages that show it.
+        self.env.note_dependency(rel_path)
+        try:
+            results = json.loads(Path(path).read_text(encoding="utf-8"))
+            bench_report.validate(results)
+        except (OSError, ValueError) as error:  # NB: JSONDecodeError is a ValueError
+            raise self.error(f"{rel_path}: {error}") from None
+        return results
+
+
+class BenchTable(_ResultsDirective):
+    """``{accinte-bench-table}``: the run and its results table."""
+
+    def run(self):
+        results = self.results()
+        run = bench_report.describe_run(results)
+        if bench_report.is_preliminary(results):
+            run = f":::{{note}}\n{run}\n:::"
+        return self.parse_text_to_nodes(f"{run}\n\n{bench_report.markdown_table(results)}")
+
+
+class BenchChart(_ResultsDirective):
+    """``{accinte-bench-chart}``: the ratios as an inline SVG."""
+
+    def run(self):
+        svg = bench_report.svg_chart(self.results())
+        return [nodes.raw("", f'<div class="accinte-bench-chart">\n{svg}</div>\n',
+                          format="html")]
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("accinte-bench-table", BenchTable)
+    app.add_directive("accinte-bench-chart", BenchChart)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
