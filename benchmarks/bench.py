@@ -45,6 +45,9 @@ import bench_report as report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
+#: The two routes of one computation that chapter 02's page compares.
+NATIVE_NEGATION = "-x, 1M float32: native kernel"
+FALLBACK_NEGATION = "x * -1, 1M float32: CPU fallback"
 #: Shortest sample, in seconds: shorter ones measure the timer and the loop.
 MIN_SAMPLE = 0.02
 
@@ -164,6 +167,19 @@ def small_op_chain() -> Steps:
     return device_step, (lambda: chain(x))
 
 
+def negate(route: str) -> Callable[[], Steps]:
+    """The negation of 1M float32 elements by one of two routes on accinte:
+    chapter 02's native kernel (``-x``) or its CPU fallback (``x * -1``,
+    which has no accinte kernel), against the same call on the CPU."""
+    def prepare() -> Steps:
+        x = torch.rand(MiB)
+        x_dev = x.to("accinte")
+        if route == "native":
+            return (lambda: -x_dev), (lambda: -x)
+        return (lambda: x_dev * -1), (lambda: x * -1)
+    return prepare
+
+
 def mlp_training_step() -> Steps:
     """One SGD step of a 3-layer, 1024-wide MLP on a batch of 256."""
     # NB: the CPU's generator only: before chapter 08, seeding accinte too
@@ -266,6 +282,8 @@ def benchmarks() -> List[Benchmark]:
         Benchmark("accinte:0 → accinte:1, 64 MiB", report.BANDWIDTH,
                   device_copy("accinte:1"), None, 64 * MiB),
         Benchmark("10 elementwise ops on 1K elements", report.TIME, small_op_chain),
+        Benchmark(NATIVE_NEGATION, report.TIME, negate("native")),
+        Benchmark(FALLBACK_NEGATION, report.TIME, negate("fallback")),
     ]
     return rows
 

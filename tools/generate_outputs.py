@@ -9,6 +9,12 @@ a line of its own, ``# stage: NN``. With ``--check`` nothing is written; the
 run fails if a stored output differs from a fresh one, so the pages cannot
 drift from the code.
 
+Each chapter's ``output/test_run.txt`` is generated too, without a script:
+it is what its "Build and test" section's command prints when the
+chapter's own tests run against its stage, exactly as ``make test-stages``
+runs them, abridged to the command and pytest's summary line without its
+duration, which changes from run to run.
+
 A rendered output block is about 86 characters wide on a 1280 px screen and
 a line longer than that would hide its end behind a scroll bar, so lines
 longer than WIDTH are wrapped here: each piece but the last ends with
@@ -97,6 +103,28 @@ def run_script(script: pathlib.Path) -> str:
     return wrap(result.stdout)
 
 
+#: pytest's closing line, whose duration (" in 1.23s (0:00:01)") is dropped.
+_SUMMARY = re.compile(r"^(?P<counts>\d+ passed.*?) in [\d.]+s( \([\d:]+\))?$")
+
+
+def run_chapter_tests(chapter: pathlib.Path) -> str:
+    """What the chapter's own tests print against its stage, abridged."""
+    stage = chapter.name[:2]
+    tests = sorted(ROOT.glob(f"tests/ch{stage}_*"))
+    stage_python = f"build/stage{stage}/python"
+    command = ["-m", "pytest", "-q", *[str(t.relative_to(ROOT)) for t in tests]]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / stage_python))
+    result = subprocess.run([sys.executable, *command], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=900)
+    lines = result.stdout.strip().splitlines()
+    summary = _SUMMARY.match(lines[-1]) if lines else None
+    if result.returncode != 0 or summary is None:
+        sys.exit(f"{chapter.name}'s tests failed against stage {stage}:\n"
+                 f"{result.stdout}{result.stderr}")
+    shown = " ".join(["python", *command])
+    return wrap(f"$ PYTHONPATH={stage_python} {shown}\n...\n{summary['counts']}\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
@@ -105,9 +133,12 @@ def main() -> int:
     stale = 0
     scripts = sorted(ROOT.glob("chapters/[0-9][0-9]_*/output/*.py"))
     scripts += sorted(ROOT.glob("docs/output/*.py"))
-    for script in scripts:
-        stored = script.with_suffix(".txt")
-        fresh = run_script(script)
+    outputs = [(script.with_suffix(".txt"), run_script, script) for script in scripts]
+    outputs += [(chapter / "output" / "test_run.txt", run_chapter_tests, chapter)
+                for chapter in sorted(ROOT.glob("chapters/[0-9][0-9]_*"))
+                if chapter.is_dir()]
+    for stored, generate, source in outputs:
+        fresh = generate(source)
         if args.check:
             old = stored.read_text() if stored.exists() else ""
             if old != fresh:
@@ -118,10 +149,11 @@ def main() -> int:
                     old.splitlines(True), fresh.splitlines(True),
                     "stored", "fresh"))
         else:
+            stored.parent.mkdir(exist_ok=True)
             stored.write_text(fresh)
             print(f"wrote {stored.relative_to(ROOT)}")
     if args.check:
-        print(f"{len(scripts) - stale} passed, {stale} failed: example outputs")
+        print(f"{len(outputs) - stale} passed, {stale} failed: example outputs")
     return 1 if stale else 0
 
 

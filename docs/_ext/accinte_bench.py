@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
@@ -50,10 +51,20 @@ class _ResultsDirective(SphinxDirective):
 
 
 class BenchTable(_ResultsDirective):
-    """``{accinte-bench-table}``: the run and its results table."""
+    """``{accinte-bench-table}``: the run and its results table; with
+    ``:rows:``, only the benchmarks whose names it lists (one per line)."""
+
+    option_spec = {"rows": directives.unchanged_required}
 
     def run(self):
         results = self.results()
+        if "rows" in self.options:
+            wanted = [name.strip() for name in self.options["rows"].splitlines() if name.strip()]
+            by_name = {item["name"]: item for item in results["benchmarks"]}
+            missing = [name for name in wanted if name not in by_name]
+            if missing:
+                raise self.error(f"{self.arguments[0]} has no benchmark {missing[0]!r}")
+            results = dict(results, benchmarks=[by_name[name] for name in wanted])
         run = bench_report.describe_run(results)
         if bench_report.is_preliminary(results):
             run = f":::{{note}}\n{run}\n:::"
