@@ -55,7 +55,8 @@ ACCINTE_EXPORT c10::Stream currentStream(c10::DeviceIndex index);
  * the stream that was current there. */
 ACCINTE_EXPORT c10::Stream exchangeStream(c10::Stream stream);
 
-/** Creates a new stream; lower `priority` runs first, as in CUDA. */
+/** The next stream of the device's bounded pool of `priority` (handed out
+ * round robin, as CUDA's pool); lower `priority` runs first, as in CUDA. */
 ACCINTE_EXPORT c10::Stream newStream(c10::DeviceIndex index, int priority);
 
 /** A stream from a small per-device pool, handed out round robin. */
