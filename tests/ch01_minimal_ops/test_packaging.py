@@ -1,14 +1,19 @@
-"""Chapter 01: the library layering — relative RPATHs, hidden visibility."""
+"""Chapter 01: the library layering — relative RPATHs, hidden visibility —
+and a package install that keeps the installed torch."""
 
+import json
+import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch_accinte
 
 PACKAGE = pathlib.Path(torch_accinte.__file__).parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIBRARIES = sorted(PACKAGE.glob("lib/*.so")) + sorted(PACKAGE.glob("_C*.so"))
 
 pytestmark = pytest.mark.skipif(
@@ -41,3 +46,19 @@ def test_only_marked_symbols_are_exported(library):
     assert exported_functions
     for name in exported_functions:
         assert name.startswith(("accinte", "PyInit__C")), f"{library.name}: {name}"
+
+
+def test_pip_keeps_the_installed_torch(tmp_path):
+    # `pip install --no-build-isolation .` resolves the dependencies against
+    # the torch this interpreter has (2.13 or 2.14: make test runs this on
+    # both): pip would install the package and nothing else, torch included.
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation",
+         "--quiet", "--disable-pip-version-check", "--report", str(report), str(ROOT)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    installs = json.loads(report.read_text())["install"]
+    names = [item["metadata"]["name"].lower().replace("-", "_") for item in installs]
+    assert names == ["torch_accinte"], f"pip would also install {names[1:]}"

@@ -71,6 +71,18 @@ def test_collective(case, tmp_path):
     assert_ok(case, run_ranks(case, tmp_path))
 
 
+def test_ddp_under_torchrun():
+    # The launcher users run: torchrun starts the ranks, which meet through
+    # its rendezvous on localhost instead of a file store.
+    case = "ddp_matches_one_process"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node", str(WORLD), str(WORKER), case],
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(f"OK {case}") == WORLD, result.stdout
+
+
 @pytest.mark.parametrize("backend", ["accl", "default"])
 def test_group_of_accl_alone(backend, tmp_path):
     # Without a CPU backend in the group, the barrier and the object

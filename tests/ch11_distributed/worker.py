@@ -1,7 +1,8 @@
 """One rank of a multi-process test of chapter 11.
 
 Run as ``python worker.py CASE RANK WORLD STORE_FILE``; the tests start one
-process per rank (see ``test_collectives.py``). Each rank uses the accinte
+process per rank (see ``test_collectives.py``), or let ``torchrun`` start
+them as ``worker.py CASE``. Each rank uses the accinte
 device of its rank, joins the group through a file store (no network
 address is needed to meet), and gloo talks over loopback. A case checks its
 own results against values computed on the CPU and raises on a mismatch; a
@@ -276,7 +277,13 @@ def rank_stalls(rank, world, device):
 
 
 def main():
-    name, rank, world, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    name = sys.argv[1]
+    if len(sys.argv) == 2:  # started by torchrun, which says who is who
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        init_method = "env://"
+    else:
+        rank, world, store = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+        init_method = f"file://{store}"
     # "default": no backend named, so torch.distributed picks the one
     # registered for the accelerator, accinte.
     backend = os.environ.get("ACCL_TEST_BACKEND", "cpu:gloo,accinte:accl")
@@ -284,7 +291,7 @@ def main():
     torch.accinte.set_device(device)
     dist.init_process_group(
         None if backend == "default" else backend,
-        init_method=f"file://{store}", rank=rank, world_size=world,
+        init_method=init_method, rank=rank, world_size=world,
         timeout=STALL_TIMEOUT if name in ("rank_fails", "rank_stalls") else TIMEOUT,
         device_id=device if os.environ.get("ACCL_TEST_BIND_DEVICE") else None)
     try:
