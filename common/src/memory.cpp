@@ -51,6 +51,7 @@ accinteError_t MemoryRegistry::allocateDevice(int device, size_t size,
     // succeed past it.
     std::lock_guard<std::mutex> lock(mutex_);
     usedBytes_.resize(static_cast<size_t>(config().deviceCount), 0);
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     if (size > capacity - usedBytes_[device]) {
       return accinteErrorMemoryAllocation;
     }
@@ -60,6 +61,7 @@ accinteError_t MemoryRegistry::allocateDevice(int device, size_t size,
   // on real hardware; MAP_NORESERVE lets a large emulated capacity exist
   // without committing host memory until pages are written.
   const size_t mappedSize = roundUpToPages(size);
+  // LITERALINCLUDE EMPHASIZE NEXT 5
   void* mapping =
       mappedSize == 0
           ? MAP_FAILED
@@ -195,6 +197,7 @@ bool MemoryRegistry::open(const std::vector<AllocationRef>& refs) {
   for (size_t i = 0; i < refs.size(); ++i) {
     Allocation* allocation = lookupLocked(refs[i]);
     bool opened = allocation != nullptr;
+    // LITERALINCLUDE EMPHASIZE NEXT 3
     if (opened && allocation->openCount == 0) {
       opened = mprotect(reinterpret_cast<void*>(refs[i].base),
                         allocation->mappedSize, PROT_READ | PROT_WRITE) == 0;
@@ -206,16 +209,18 @@ bool MemoryRegistry::open(const std::vector<AllocationRef>& refs) {
       }
       return false;
     }
-    ++allocation->openCount;
+    ++allocation->openCount; // LITERALINCLUDE EMPHASIZE
   }
   return true;
 }
 
 void MemoryRegistry::closeLocked(const AllocationRef& ref) {
   Allocation* allocation = lookupLocked(ref);
+  // LITERALINCLUDE EMPHASIZE NEXT
   if (allocation == nullptr || --allocation->openCount > 0) {
     return;
   }
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   mprotect(reinterpret_cast<void*>(ref.base), allocation->mappedSize,
            PROT_NONE);
   allocationClosed_.notify_all();

@@ -512,6 +512,7 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
   std::vector<AllocationRef> refs;
   for (size_t i = 0; i < num_buffers; ++i) {
     auto info = MemoryRegistry::instance().find(buffers[i]);
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     if (!info || info->type != accinteMemoryTypeDevice ||
         info->device != resolved->device()) {
       return accinteErrorInvalidDevicePointer;
@@ -520,6 +521,7 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
   }
   resolved->enqueue(makeOperation(
       [fn, arguments = std::move(arguments), refs = std::move(refs)]() {
+        // LITERALINCLUDE EMPHASIZE NEXT 2
         OpenAllocations open(refs);
         if (!open.ok()) {
           // A buffer was freed after the launch: do not run on stale memory.

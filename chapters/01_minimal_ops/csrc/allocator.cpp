@@ -27,6 +27,7 @@ constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
  * reserved bytes always equal allocated bytes; chapter 07 replaces this
  * allocator with a caching one by registering at a higher priority.
  */
+// LITERALINCLUDE EMPHASIZE NEXT
 class SimpleDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
@@ -34,11 +35,11 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
     void* data = nullptr;
     if (nbytes > 0) {
       const accinteError_t status = accinteMalloc(&data, nbytes);
-      if (status == accinteErrorMemoryAllocation) {
+      if (status == accinteErrorMemoryAllocation) { // LITERALINCLUDE EMPHASIZE
         size_t free = 0;
         size_t total = 0;
         (void)accinteMemGetInfo(&free, &total);
-        TORCH_CHECK_WITH(OutOfMemoryError, false,
+        TORCH_CHECK_WITH(OutOfMemoryError, false, // LITERALINCLUDE EMPHASIZE
                          "accinte out of memory: tried to allocate ", nbytes,
                          " bytes on device ", static_cast<int>(device), " (",
                          free, " of ", total,
@@ -46,7 +47,7 @@ class SimpleDeviceAllocator final : public c10::DeviceAllocator {
                          "ACCINTE_DEVICE_MEMORY.");
       }
       ACCINTE_CHECK(status);
-      record(device, nbytes, /*allocating=*/true);
+      record(device, nbytes, /*allocating=*/true); // LITERALINCLUDE EMPHASIZE
       std::lock_guard<std::mutex> lock(mutex_);
       sizes_.emplace(data, Block{nbytes, device});
     }

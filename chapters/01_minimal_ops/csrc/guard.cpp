@@ -48,10 +48,12 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   // NB: noexcept: guards call this from destructors to restore a device that
   // was valid when they saved it, so a failure here is ignored, not thrown.
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     (void)accinteSetDevice(device.index());
   }
 
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   c10::DeviceIndex deviceCount() const noexcept override {
     return deviceCountOrZero();
   }

@@ -118,6 +118,7 @@ void registerGeneratorProvider(GeneratorProvider provider) {
 
 const GeneratorProvider& generatorProvider() {
   const GeneratorProvider* provider = installed_generator_provider.load();
+  // LITERALINCLUDE EMPHASIZE NEXT 3
   TORCH_CHECK(provider != nullptr,
               "accinte has no random number generator yet: chapter "
               "08_generator adds it (torch.Generator(device='accinte'), "
@@ -131,6 +132,7 @@ void registerPinnedMemoryAllocator(at::HostAllocator* allocator) {
 
 at::HostAllocator* pinnedMemoryAllocator() {
   at::HostAllocator* allocator = installed_pinned_allocator.load();
+  // LITERALINCLUDE EMPHASIZE NEXT 3
   TORCH_CHECK(allocator != nullptr,
               "accinte has no pinned host memory allocator yet: chapter "
               "07_memory adds it (Tensor.pin_memory(), "

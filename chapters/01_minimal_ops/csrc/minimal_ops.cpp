@@ -272,10 +272,10 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
     // is being read.
     const c10::Stream source_stream = currentStream(src.device().index());
     const c10::Stream target_stream = currentStream(device);
-    streamWaitStream(target_stream, source_stream);
+    streamWaitStream(target_stream, source_stream); // LITERALINCLUDE EMPHASIZE
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
               accinteMemcpyDeviceToDevice, device, /*synchronize=*/false);
-    streamWaitStream(source_stream, target_stream);
+    streamWaitStream(source_stream, target_stream); // LITERALINCLUDE EMPHASIZE
     return;
   }
   // A strided view across devices goes through the host.

@@ -24,7 +24,7 @@ struct NativeOnly {
 // native kernel registered for an overload (a later chapter's) is found by
 // the dispatcher before the fallback, so it supersedes the refusal.
 constexpr NativeOnly kNativeOnly[] = {
-    {"aten::is_set_to",
+    {"aten::is_set_to", // LITERALINCLUDE EMPHASIZE
      "it asks whether two tensors share the same memory, and the fallback's "
      "CPU copies never do, so the answer would always be False"},
 };
@@ -37,7 +37,7 @@ constexpr NativeOnly kNativeOnly[] = {
 bool returnsView(const c10::FunctionSchema& schema) {
   for (const c10::Argument& result : schema.returns()) {
     const c10::AliasInfo* alias = result.alias_info();
-    if (alias != nullptr && !alias->isWrite()) {
+    if (alias != nullptr && !alias->isWrite()) { // LITERALINCLUDE EMPHASIZE
       return true;
     }
   }
@@ -48,11 +48,11 @@ bool returnsView(const c10::FunctionSchema& schema) {
 std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
   const std::string& name = op.schema().name();
   for (const NativeOnly& entry : kNativeOnly) {
-    if (entry.name == name) {
+    if (entry.name == name) { // LITERALINCLUDE EMPHASIZE
       return entry.reason;
     }
   }
-  if (returnsView(op.schema())) {
+  if (returnsView(op.schema())) { // LITERALINCLUDE EMPHASIZE
     return "it returns a view of its input, and the fallback can only return "
            "a copy, so writes through one would not show in the other";
   }

@@ -47,10 +47,11 @@ struct CustomAbsFunction : torch::autograd::Function<CustomAbsFunction> {
     // NB: saved as a SavedVariable, which records `self`'s version: an
     // in-place write to `self` before backward is then an error instead of a
     // silently wrong gradient.
-    ctx->save_for_backward({self});
+    ctx->save_for_backward({self}); // LITERALINCLUDE EMPHASIZE
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("accinte::custom_abs", "")
                                .typed<at::Tensor(const at::Tensor&)>();
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     return op.call(self);
   }
@@ -58,6 +59,7 @@ struct CustomAbsFunction : torch::autograd::Function<CustomAbsFunction> {
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
     const at::Tensor self = ctx->get_saved_variables()[0];
+    // LITERALINCLUDE EMPHASIZE NEXT
     return {at::mul(grad_outputs[0], at::sign(self))};
   }
 };

@@ -47,6 +47,7 @@ size_t roundUp(size_t size, size_t multiple) {
 
 /** The size of the block that serves a request of `nbytes`. */
 size_t blockSize(size_t nbytes) {
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   return nbytes < kMinBlockSize ? kMinBlockSize
                                 : roundUp(nbytes, kMinBlockSize);
 }
@@ -54,12 +55,12 @@ size_t blockSize(size_t nbytes) {
 /** The size of the segment to reserve from the device for a block. */
 size_t segmentSize(size_t block_size) {
   if (block_size <= kSmallSize) {
-    return kSmallBuffer;
+    return kSmallBuffer; // LITERALINCLUDE EMPHASIZE
   }
   if (block_size < kMinLargeAlloc) {
-    return kLargeBuffer;
+    return kLargeBuffer; // LITERALINCLUDE EMPHASIZE
   }
-  return roundUp(block_size, kRoundLarge);
+  return roundUp(block_size, kRoundLarge); // LITERALINCLUDE EMPHASIZE
 }
 // LITERALINCLUDE END: CH07_SIZE_CLASSES
 
@@ -339,6 +340,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     accinteError_t status = accinteMalloc(&ptr, nbytes);
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_alloc_retries;
+      // LITERALINCLUDE EMPHASIZE NEXT 3
       synchronizeEvents(state);
       releaseCachedSegments(state);
       status = accinteMalloc(&ptr, nbytes);
@@ -349,6 +351,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       size_t total = 0;
       (void)accinteMemGetInfo(&free, &total);
       const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+      // LITERALINCLUDE EMPHASIZE NEXT 2
       TORCH_CHECK_WITH(
           OutOfMemoryError, false, "accinte out of memory. Tried to allocate ",
           requested, " bytes (a segment of ", nbytes, " bytes) on device ",
@@ -462,6 +465,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     update(state, pool, &DeviceStats::active, -1);
     update(state, pool, &DeviceStats::active_bytes,
            -static_cast<int64_t>(block->size));
+    // LITERALINCLUDE EMPHASIZE NEXT
     if (block->prev != nullptr && block->prev->isCached()) {
       Block* prev = block->prev;
       eraseFree(state, prev);
@@ -473,6 +477,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
       delete prev;
     }
+    // LITERALINCLUDE EMPHASIZE NEXT
     if (block->next != nullptr && block->next->isCached()) {
       Block* next = block->next;
       eraseFree(state, next);
@@ -483,7 +488,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
       delete next;
     }
-    insertFree(state, block);
+    insertFree(state, block); // LITERALINCLUDE EMPHASIZE
   }
   // LITERALINCLUDE END: CH07_COALESCE
 

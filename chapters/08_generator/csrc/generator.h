@@ -41,7 +41,7 @@ struct PhiloxState {
  * most one block per element (per output element of randperm and
  * multinomial), so four is always enough.
  */
-constexpr uint64_t kPhiloxOffsetPerLaunch = 4;
+constexpr uint64_t kPhiloxOffsetPerLaunch = 4; // LITERALINCLUDE EMPHASIZE
 
 /**
  * The four random 32-bit words of element `index` of the launch that
@@ -52,6 +52,7 @@ constexpr uint64_t kPhiloxOffsetPerLaunch = 4;
  * generator share a block until its offset wraps around 2^64.
  */
 inline PhiloxBlock philoxElement(const PhiloxState& state, uint64_t index) {
+  // LITERALINCLUDE EMPHASIZE NEXT 4
   const uint64_t row = state.offset / kPhiloxOffsetPerLaunch;
   return philox4x32_10(
       {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),

@@ -40,15 +40,18 @@ inline PhiloxBlock philox4x32_10(PhiloxBlock counter, PhiloxKey key) {
   constexpr uint32_t kWeyl1 = 0xBB67AE85;
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
+      // LITERALINCLUDE EMPHASIZE NEXT 2
       key[0] += kWeyl0;
       key[1] += kWeyl1;
     }
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     const uint64_t product0 = kMultiplier0 * counter[0];
     const uint64_t product1 = kMultiplier1 * counter[2];
     const auto high0 = static_cast<uint32_t>(product0 >> 32);
     const auto low0 = static_cast<uint32_t>(product0);
     const auto high1 = static_cast<uint32_t>(product1 >> 32);
     const auto low1 = static_cast<uint32_t>(product1);
+    // LITERALINCLUDE EMPHASIZE NEXT 2
     counter = {high1 ^ counter[1] ^ key[0], low1, high0 ^ counter[3] ^ key[1],
                low0};
   }

@@ -82,17 +82,20 @@ void launchElementwise(const at::TensorBase& self,
   if (self.numel() == 0) {
     return;
   }
+  // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(generator, self.device());
   const KernelTensor target{at::Tensor(self)};
-  launchOnCurrentStream(
+  launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
       self.device().index(), {target.buffer()}, [target, philox, sample] {
         at::Tensor out = target.cpuView();
         at::Tensor dense =
             out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
         auto* data = dense.mutable_data_ptr<scalar_t>();
+        // LITERALINCLUDE EMPHASIZE NEXT
         at::parallel_for(0, dense.numel(), kGrainSize,
                          [&](int64_t begin, int64_t end) {
                            for (int64_t i = begin; i < end; ++i) {
+                             // LITERALINCLUDE EMPHASIZE NEXT
                              data[i] = sample(philoxElement(philox, i));
                            }
                          });
@@ -201,6 +204,7 @@ void randomFromToKernel(at::TensorIteratorBase& iter, uint64_t range,
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator,
             [range, base](const PhiloxBlock& b) {
+              // LITERALINCLUDE EMPHASIZE NEXT 2
               return at::transformation::uniform_int_from_to<scalar_t>(
                   word64(b, 0), range, base);
             });
@@ -215,6 +219,7 @@ void randomFullRangeKernel(at::TensorIteratorBase& iter,
       at::kLong, at::kBFloat16, iter.dtype(), "random_full_64_bits_range", [&] {
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator, [](const PhiloxBlock& b) {
+              // LITERALINCLUDE EMPHASIZE NEXT 2
               return at::transformation::uniform_int_full_range<scalar_t>(
                   word64(b, 0));
             });
@@ -227,6 +232,7 @@ void randomKernel(at::TensorIteratorBase& iter,
       at::kBool, at::kHalf, at::kBFloat16, iter.dtype(), "random_", [&] {
         launchElementwise<scalar_t>(
             iter.tensor_base(0), generator, [](const PhiloxBlock& b) {
+              // LITERALINCLUDE EMPHASIZE NEXT
               return at::transformation::uniform_int<scalar_t>(word64(b, 0));
             });
       });
@@ -402,10 +408,12 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator,
         auto* key = keys.mutable_data_ptr<int64_t>();
         at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
+            // LITERALINCLUDE EMPHASIZE NEXT
             key[i] = static_cast<int64_t>(word64(philoxElement(philox, i), 0));
           }
         });
         at::Tensor result = target.cpuView();
+        // LITERALINCLUDE EMPHASIZE NEXT 2
         result.copy_(
             std::get<1>(keys.sort(std::optional<bool>(true), /*dim=*/0)));
       });

@@ -70,6 +70,7 @@ namespace {
 // LITERALINCLUDE START: CH10_FORMAT_SERIALIZATION
 /** A checkpoint holds a tensor's metadata as string -> bool pairs; the
  * format is the one key of this prefix that is present. */
+// LITERALINCLUDE EMPHASIZE NEXT
 constexpr std::string_view kFormatKeyPrefix = "accinte.format.";
 
 /** Called by `torch.save` for every accinte tensor it writes. */
@@ -77,6 +78,7 @@ void saveFormat(const at::Tensor& tensor,
                 std::unordered_map<std::string, bool>& metadata) {
   const TensorFormat format = tensorFormat(tensor);
   if (format != TensorFormat::kPlain) {
+    // LITERALINCLUDE EMPHASIZE NEXT
     metadata[std::string(kFormatKeyPrefix) + tensorFormatName(format)] = true;
   }
 }
@@ -94,7 +96,7 @@ void loadFormat(const at::Tensor& tensor,
     }
     const std::string_view name = key.substr(kFormatKeyPrefix.size());
     const auto format = tensorFormatFromName(name);
-    TORCH_CHECK(format.has_value(),
+    TORCH_CHECK(format.has_value(), // LITERALINCLUDE EMPHASIZE
                 "accinte: the checkpoint tags a tensor "
                 "with the format '",
                 name,
@@ -107,6 +109,7 @@ void loadFormat(const at::Tensor& tensor,
 }
 
 const bool registered = [] {
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1,
                                         &saveFormat, &loadFormat);
   return true;

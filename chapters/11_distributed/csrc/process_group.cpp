@@ -114,7 +114,7 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
         outputs_(std::move(outputs)),
         blocksHost_(blocksHost),
         done_(kAccinte) {
-    done_.record(stream_);
+    done_.record(stream_); // LITERALINCLUDE EMPHASIZE
     // NB: completed at once, under the communication stream, as
     // ProcessGroupNCCL completes its futures: c10::ivalue::Future records an
     // event on each device's current stream, which a waiter's stream waits
@@ -123,7 +123,7 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
         c10::ListType::create(c10::TensorType::get()),
         std::vector<c10::Device>{stream_.device()});
     const c10::StreamGuard guard(stream_);
-    future_->markCompleted(at::IValue(outputs_));
+    future_->markCompleted(at::IValue(outputs_)); // LITERALINCLUDE EMPHASIZE
   }
 
   bool isCompleted() override {
@@ -131,10 +131,12 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
   }
 
   void synchronize() override {
+    // LITERALINCLUDE EMPHASIZE NEXT
     done_.block(currentStream(stream_.device_index()));
     if (blocksHost_) {
       // NB: the current stream, not the event: a failed collective is
       // reported by the stream that waited for it (see the emulator page).
+      // LITERALINCLUDE EMPHASIZE NEXT
       synchronizeCurrentStream(stream_.device_index());
     }
   }
@@ -208,6 +210,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
 
   // The collective reads what the caller's stream has queued so far.
   c10::Event ready(kAccinte);
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   ready.record(currentStream(device->index()));
   ready.block(comm);
 
@@ -228,6 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
                                              : hostReads[same - reads.begin()]);
   }
 
+  // LITERALINCLUDE EMPHASIZE NEXT 2
   std::vector<HostBuffer> readBuffers(hostReads.begin(), hostReads.end());
   std::vector<HostBuffer> writeBuffers(hostWrites.begin(), hostWrites.end());
   launchOnCurrentStream(device->index(), {},
@@ -244,12 +248,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   // out again before the communication stream is done with them.
   for (const auto* host : {&hostReads, &hostWrites}) {
     for (const at::Tensor& buffer : *host) {
-      recordPinnedMemoryUse(buffer, comm);
+      recordPinnedMemoryUse(buffer, comm); // LITERALINCLUDE EMPHASIZE
     }
   }
   for (const auto* tensors : {&reads, &writes}) {
     for (const at::Tensor& tensor : *tensors) {
-      tensor.record_stream(comm);
+      tensor.record_stream(comm); // LITERALINCLUDE EMPHASIZE
     }
   }
   return c10::make_intrusive<AcclWork>(rank_, type, comm, writes, blocksHost);

@@ -15,15 +15,15 @@ namespace {
 namespace py = pybind11;
 
 // LITERALINCLUDE START: CH10_BIND
-void bindChapter10(py::module_& m) {
+void bindChapter10(py::module_& m) { // LITERALINCLUDE EMPHASIZE
   m.def(
-      "_tensor_format",
+      "_tensor_format", // LITERALINCLUDE EMPHASIZE
       [](const at::Tensor& tensor) {
         return tensorFormatName(tensorFormat(tensor));
       },
       py::arg("tensor"), "The format tag of a tensor (\"plain\" if untagged).");
   m.def(
-      "_set_tensor_format",
+      "_set_tensor_format", // LITERALINCLUDE EMPHASIZE
       [](const at::Tensor& tensor, const std::string& name) {
         const auto format = tensorFormatFromName(name);
         if (!format.has_value()) {
@@ -34,7 +34,7 @@ void bindChapter10(py::module_& m) {
       },
       py::arg("tensor"), py::arg("format"), "Tags an accinte tensor.");
   m.def(
-      "_storage_origin",
+      "_storage_origin", // LITERALINCLUDE EMPHASIZE
       [](const at::Tensor& tensor) -> std::optional<py::tuple> {
         const auto origin =
             storageOrigin(*tensor.storage().unsafeGetStorageImpl());
@@ -51,6 +51,7 @@ void bindChapter10(py::module_& m) {
       "moved since, or None for a storage of another class.");
 }
 
+// LITERALINCLUDE EMPHASIZE NEXT
 const BindingRegistrar chapter10("10_storage", &bindChapter10);
 // LITERALINCLUDE END: CH10_BIND
 

@@ -21,7 +21,7 @@ def _index(device: _DeviceLike) -> int:
 # LITERALINCLUDE START: CH07_PY_STATS
 def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
     """The allocator's statistics of ``device`` as nested dicts."""
-    return _C._memory_stats(_index(device))
+    return _C._memory_stats(_index(device))  # LITERALINCLUDE EMPHASIZE
 
 
 def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
@@ -33,16 +33,18 @@ def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
     def flatten(prefix: str, value: Any) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
+                # LITERALINCLUDE EMPHASIZE NEXT
                 flatten(f"{prefix}.{key}" if prefix else key, item)
         else:
             flat.append((prefix, value))
 
     flatten("", memory_stats_as_nested_dict(device))
-    return collections.OrderedDict(sorted(flat))
+    return collections.OrderedDict(sorted(flat))  # LITERALINCLUDE EMPHASIZE
 
 
 def memory_allocated(device: _DeviceLike = None) -> int:
     """Bytes of device memory occupied by tensors (rounded block sizes)."""
+    # LITERALINCLUDE EMPHASIZE NEXT
     return memory_stats(device)["allocated_bytes.all.current"]
 
 

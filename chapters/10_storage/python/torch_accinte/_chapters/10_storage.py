@@ -62,7 +62,7 @@ class StorageOrigin(NamedTuple):
     #: Offset of the storage's first byte in the allocation.
     offset: int
     #: Whether the bytes have moved since (``resize_`` of a growing storage).
-    moved: bool
+    moved: bool  # LITERALINCLUDE EMPHASIZE
 
 
 def storage_origin(
@@ -79,6 +79,7 @@ def storage_origin(
         obj = obj._untyped_storage
     if isinstance(obj, torch.UntypedStorage):
         # NB: a byte tensor over the storage reaches the same StorageImpl.
+        # LITERALINCLUDE EMPHASIZE NEXT
         obj = torch.empty(0, dtype=torch.uint8, device=obj.device).set_(obj)
     if not isinstance(obj, torch.Tensor):
         raise TypeError(
@@ -88,6 +89,7 @@ def storage_origin(
         raise ValueError(
             f"storage_origin expects an accinte tensor or storage, got one on {obj.device}"
         )
+    # LITERALINCLUDE EMPHASIZE NEXT 2
     fields = _C._storage_origin(obj)
     return None if fields is None else StorageOrigin(*fields)
 # LITERALINCLUDE END: CH10_PY_ORIGIN
