@@ -297,7 +297,10 @@ def main():
     try:
         CASES[name](rank, world, device)
         torch.accinte.synchronize()
-        print("OK", name, flush=True)
+        # NB: one write: under torchrun the ranks share an unbuffered stdout,
+        # where print()'s separate writes of "OK" and the name interleave.
+        sys.stdout.write(f"OK {name}\n")
+        sys.stdout.flush()
     finally:
         dist.destroy_process_group()
 
