@@ -62,10 +62,13 @@ test-emulator: ## Build the emulator alone (no PyTorch) and run its gtests
 	cmake --build $(BUILD)/emulator -j $(JOBS)
 	ctest --test-dir $(BUILD)/emulator --output-on-failure -j $(JOBS)
 
-test-emulator-sanitized: ## The emulator gtests under ASan + UBSan
-	cmake -S common -B $(BUILD)/emulator-asan -G Ninja -DACCINTE_SANITIZE=ON >/dev/null
+test-emulator-sanitized: ## The emulator gtests under ASan + UBSan, then under TSan
+	cmake -S common -B $(BUILD)/emulator-asan -G Ninja -DACCINTE_SANITIZE=address >/dev/null
 	cmake --build $(BUILD)/emulator-asan -j $(JOBS)
 	ctest --test-dir $(BUILD)/emulator-asan --output-on-failure -j $(JOBS)
+	cmake -S common -B $(BUILD)/emulator-tsan -G Ninja -DACCINTE_SANITIZE=thread >/dev/null
+	cmake --build $(BUILD)/emulator-tsan -j $(JOBS)
+	ctest --test-dir $(BUILD)/emulator-tsan --output-on-failure -j $(JOBS)
 
 outputs: build ## Regenerate the example outputs the guide shows
 	$(PYTHON) tools/generate_outputs.py

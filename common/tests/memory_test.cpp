@@ -174,7 +174,7 @@ TEST(MemoryDeathTest, HostDereferenceOfDeviceMemoryFaults) {
   ASSERT_OK(accinteStreamSynchronize(nullptr));
   auto* bytes = static_cast<volatile unsigned char*>(ptr);
 #ifdef ACCINTE_TEST_SANITIZED
-  // AddressSanitizer catches the SIGSEGV, reports it and exits.
+  // The sanitizer (ASan or TSan) catches the SIGSEGV, reports it and exits.
   EXPECT_DEATH((void)bytes[0], "SEGV");
 #else
   EXPECT_EXIT((void)bytes[0], ::testing::KilledBySignal(SIGSEGV), "");
