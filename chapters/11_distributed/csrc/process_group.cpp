@@ -6,7 +6,6 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
@@ -48,30 +47,15 @@ at::Tensor pinnedLike(const at::Tensor& tensor) {
                    tensor.options().device(c10::kCPU).pinned_memory(true));
 }
 
-/** What a kernel needs to see a pinned buffer as a CPU tensor without
- * owning it (see accinte::KernelTensor for why kernels own nothing). */
-struct HostBuffer {
-  void* data;
-  std::vector<int64_t> sizes;
-  at::ScalarType dtype;
-
-  explicit HostBuffer(const at::Tensor& host)
-      : data(host.data_ptr()),
-        sizes(host.sizes().vec()),
-        dtype(host.scalar_type()) {}
-
-  at::Tensor view() const {
-    return at::from_blob(data, sizes, at::TensorOptions().dtype(dtype));
+/** The CPU views a kernel makes of the pinned buffers it was given (see
+ * accinte::KernelTensor for why kernels own nothing). */
+std::vector<at::Tensor> cpuViews(const std::vector<KernelTensor>& buffers) {
+  std::vector<at::Tensor> views;
+  views.reserve(buffers.size());
+  for (const KernelTensor& buffer : buffers) {
+    views.push_back(buffer.cpuView());
   }
-};
-
-std::vector<at::Tensor> views(const std::vector<HostBuffer>& buffers) {
-  std::vector<at::Tensor> tensors;
-  tensors.reserve(buffers.size());
-  for (const HostBuffer& buffer : buffers) {
-    tensors.push_back(buffer.view());
-  }
-  return tensors;
+  return views;
 }
 
 /**
@@ -232,14 +216,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   }
 
   // LITERALINCLUDE EMPHASIZE NEXT 2
-  std::vector<HostBuffer> readBuffers(hostReads.begin(), hostReads.end());
-  std::vector<HostBuffer> writeBuffers(hostWrites.begin(), hostWrites.end());
-  launchOnCurrentStream(device->index(), {},
-                        [run = std::move(run), readBuffers, writeBuffers] {
-                          std::vector<at::Tensor> reads = views(readBuffers);
-                          std::vector<at::Tensor> writes = views(writeBuffers);
-                          run(reads, writes);
-                        });
+  std::vector<KernelTensor> readBuffers(hostReads.begin(), hostReads.end());
+  std::vector<KernelTensor> writeBuffers(hostWrites.begin(), hostWrites.end());
+  launchOnCurrentStream(
+      device->index(), {}, [run = std::move(run), readBuffers, writeBuffers] {
+        std::vector<at::Tensor> reads = cpuViews(readBuffers);
+        std::vector<at::Tensor> writes = cpuViews(writeBuffers);
+        run(reads, writes);
+      });
 
   for (size_t i = 0; i < writes.size(); ++i) {
     writes[i].copy_(hostWrites[i], /*non_blocking=*/true);
