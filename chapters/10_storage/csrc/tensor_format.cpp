@@ -55,9 +55,10 @@ TensorFormat tensorFormat(const at::Tensor& tensor) {
 }
 
 void setTensorFormat(const at::Tensor& tensor, TensorFormat format) {
-  TORCH_CHECK(tensor.device().is_privateuseone(),
-              "accinte: only accinte tensors carry a format, got a tensor on ",
-              tensor.device());
+  TORCH_CHECK_VALUE(
+      tensor.device().is_privateuseone(),
+      "accinte: only accinte tensors carry a format, got a tensor on ",
+      tensor.device());
   tensor.unsafeGetTensorImpl()->set_backend_meta(
       format == TensorFormat::kPlain
           ? nullptr

@@ -66,7 +66,8 @@ ACCINTE_EXPORT std::optional<TensorFormat> tensorFormatFromName(
 /** The format `tensor` is tagged with; kPlain if it has no tag. */
 ACCINTE_EXPORT TensorFormat tensorFormat(const at::Tensor& tensor);
 
-/** Tags the accinte tensor `tensor` with `format`; kPlain removes the tag. */
+/** Tags the accinte tensor `tensor` with `format`; kPlain removes the tag.
+ * A tensor on another device is a value error (`ValueError` in Python). */
 ACCINTE_EXPORT void setTensorFormat(const at::Tensor& tensor,
                                     TensorFormat format);
 

@@ -37,10 +37,6 @@ def set_tensor_format(tensor: torch.Tensor, format: str) -> torch.Tensor:
         raise ValueError(
             f"unknown tensor format {format!r}; expected one of {TENSOR_FORMATS}"
         )
-    if tensor.device.type != "accinte":
-        raise ValueError(
-            f"only accinte tensors carry a format, got a tensor on {tensor.device}"
-        )
     _C._set_tensor_format(tensor, format)
     return tensor
 # LITERALINCLUDE END: CH10_PY_FORMAT
