@@ -30,7 +30,8 @@ tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $
 PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
-        test-emulator-sanitized docs docs-check docs-browser-test outputs outputs-check \
+        test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
+        outputs-check \
         format-check install demo test clean bench bench-snapshot
 
 help: ## List the targets
@@ -69,6 +70,36 @@ test-emulator-sanitized: ## The emulator gtests under ASan + UBSan, then under T
 	cmake -S common -B $(BUILD)/emulator-tsan -G Ninja -DACCINTE_SANITIZE=thread >/dev/null
 	cmake --build $(BUILD)/emulator-tsan -j $(JOBS)
 	ctest --test-dir $(BUILD)/emulator-tsan --output-on-failure -j $(JOBS)
+
+# The sanitized build: every stage with ASan + UBSan, in a tree of its own.
+# PyTorch and Python are not instrumented: tools/sanitizer/run.sh preloads the
+# sanitizer runtime and holds its options.
+SANITIZED := $(BUILD)/sanitized
+
+test-sanitized: deps ## Every stage under ASan + UBSan, the final stage's whole suite with the runtime preloaded
+	cmake -S . -B $(SANITIZED)/cmake -G Ninja -DACCINTE_SANITIZE=address \
+	  -DACCINTE_STAGE_ROOT=$(CURDIR)/$(SANITIZED) \
+	  -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
+	cmake --build $(SANITIZED)/cmake -j $(JOBS)
+	@# NB: --capture=sys: a sanitizer report is written to file descriptor 2,
+	@# which pytest's default capture would swallow with the process.
+	PYTHONPATH=$(SANITIZED)/stage$(FINAL_STAGE)/python tools/sanitizer/run.sh \
+	  $(PYTEST) --capture=sys $(call tests_up_to,$(FINAL_STAGE))
+
+# The emulator's C API under libFuzzer (common/fuzz/api_fuzzer.cpp), built
+# with clang, ASan and UBSan. Every input of the seed corpus and every kept
+# crash (common/fuzz/regressions/) runs first; then new inputs for
+# FUZZ_SECONDS, kept in build/fuzz/corpus between runs.
+FUZZ_SECONDS ?= 60
+FUZZ_DIR := $(BUILD)/fuzz
+fuzz: deps ## Fuzz the emulator's C API for FUZZ_SECONDS (default 60)
+	cmake -S common -B $(FUZZ_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
+	  -DACCINTE_SANITIZE=address -DACCINTE_BUILD_TESTS=OFF -DACCINTE_BUILD_FUZZER=ON >/dev/null
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target accinte_api_fuzzer
+	mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/accinte_api_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -timeout=30 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
+	  $(FUZZ_DIR)/corpus common/fuzz/corpus common/fuzz/regressions
 
 outputs: build ## Regenerate the example outputs the guide shows
 	$(PYTHON) tools/generate_outputs.py
@@ -128,9 +159,11 @@ test-stages: build ## Each chapter's tests against its own stage
 test-compat: ## Every stage built and tested against torch $(COMPAT_TORCH) as well
 	$(MAKE) --no-print-directory TORCH_VERSION=$(COMPAT_TORCH) test-stages
 
-test: deps docs-check test-emulator test-emulator-sanitized build outputs-check test-stages ## Everything CI runs
+test: deps docs-check test-emulator test-emulator-sanitized fuzz build outputs-check test-stages ## Everything CI runs
 	@echo "== all tests against the final stage $(FINAL_STAGE)"
 	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
+	@echo "== all tests against the final stage $(FINAL_STAGE), under ASan and UBSan"
+	$(MAKE) --no-print-directory test-sanitized
 	$(MAKE) --no-print-directory docs-browser-test
 	$(MAKE) --no-print-directory test-compat
 

@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 # --- Debian packages -------------------------------------------------------
-# NB: chromium is the browser of `make docs-browser-test` (tools/browser_test.py).
-packages=(g++ cmake ninja-build ccache doxygen graphviz chromium libgtest-dev clang-format)
+# NB: chromium is the browser of `make docs-browser-test` (tools/browser_test.py);
+# clang and its runtime libraries (libFuzzer) build `make fuzz`.
+packages=(g++ cmake ninja-build ccache doxygen graphviz chromium libgtest-dev clang-format
+          clang libclang-rt-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
