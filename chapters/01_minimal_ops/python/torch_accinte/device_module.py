@@ -209,13 +209,19 @@ class Stream(torch.Stream):
 
 class Event(torch.Event):
     """A new event on the current device. Usable wherever a ``torch.Event``
-    is; ``enable_timing=True`` allows ``elapsed_time``."""
+    is; ``enable_timing=True`` allows ``elapsed_time``.
+
+    NB: the object made is a plain ``torch.Event``, not an instance of this
+    class: ``torch.Event.elapsed_time`` and ``torch.Stream.record_event``
+    accept only that exact type, so an instance of a subclass would be
+    refused as the other event of ``start.elapsed_time(end)``.
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False,
                 interprocess: bool = False):
         _lazy_init()
-        return super().__new__(
-            cls, device=torch.device("accinte", current_device()),
+        return torch.Event(
+            device=torch.device("accinte", current_device()),
             enable_timing=enable_timing, blocking=blocking,
             interprocess=interprocess,
         )

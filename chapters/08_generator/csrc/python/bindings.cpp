@@ -3,6 +3,7 @@
 // test.
 
 #include <01_minimal_ops/csrc/python/bindings.h>
+#include <01_minimal_ops/csrc/runtime.h>
 #include <08_generator/csrc/generator.h>
 
 #include <pybind11/stl.h>
@@ -21,6 +22,10 @@ void bindChapter08(py::module_& m) {
   m.def(
       "_default_generator",
       [](c10::DeviceIndex device) {
+        // NB: for the hooks, a negative index means the current device; from
+        // Python it is a user's mistake, and the device module would cache
+        // the current device's generator under it for every later call.
+        checkDeviceIndex(device);
         return py::reinterpret_steal<py::object>(
             THPGenerator_initDefaultGenerator(defaultGenerator(device)));
       },

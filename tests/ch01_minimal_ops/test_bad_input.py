@@ -1,0 +1,319 @@
+"""Chapter 01: bad input to the device module, the runtime and the process.
+
+Each test expects a clear error (or the documented behaviour) and then checks
+that the process is still usable. Items of the catalogue already tested
+elsewhere are listed in CATALOGUE.md, not repeated here.
+"""
+
+import concurrent.futures
+import os
+import signal
+
+import pytest
+import torch
+import torch_accinte  # noqa: F401
+from conftest import run_python, stage_has
+from torch_accinte import _C
+
+OUT_OF_RANGE = r"invalid device index {}: there are 2 accinte devices \(valid indices 0 to 1\)"
+
+# Every call of chapter 01 that takes a device index as an int.
+INDEX_CALLS = {
+    "set_device": lambda i: torch.accinte.set_device(i),
+    "get_device_name": lambda i: torch.accinte.get_device_name(i),
+    "get_device_properties": lambda i: torch.accinte.get_device_properties(i),
+    "get_device_capability": lambda i: torch.accinte.get_device_capability(i),
+    "default_stream": lambda i: torch.accinte.default_stream(i),
+    "synchronize": lambda i: torch.accinte.synchronize(i),
+    "accelerator.synchronize": lambda i: torch.accelerator.synchronize(i),
+    "accelerator.device_index": lambda i: torch.accelerator.device_index(i).__enter__(),
+    "accelerator.memory_allocated": lambda i: torch.accelerator.memory_allocated(i),
+    "set_stream of a default stream": lambda i: torch.accinte.set_stream(
+        torch.Stream(stream_id=0, device_index=i,
+                     device_type=torch.accinte.default_stream(0).device_type)),
+}
+# Calls that go through torch.device or a device string, which refuse a
+# negative index before the backend sees it, or give -1 a meaning
+# (NEGATIVE_HAS_A_MEANING).
+NON_NEGATIVE_CALLS = {
+    "device": lambda i: torch.accinte.device(i).__enter__(),
+    "current_stream": lambda i: torch.accinte.current_stream(i),
+    "Stream": lambda i: torch.accinte.Stream(device=i),
+    "torch.Stream": lambda i: torch.Stream(device=f"accinte:{i}"),
+    "accelerator.set_device_index": lambda i: torch.accelerator.set_device_index(i),
+    "accelerator.current_stream": lambda i: torch.accelerator.current_stream(i),
+    "empty": lambda i: torch.empty(2, device=f"accinte:{i}"),
+    "to": lambda i: torch.ones(2).to(f"accinte:{i}"),
+    "Tensor.accinte": lambda i: torch.ones(2).accinte(i),
+    "UntypedStorage": lambda i: torch.UntypedStorage(4, device=f"accinte:{i}"),
+    "UntypedStorage.accinte": lambda i: torch.ones(2).untyped_storage().accinte(i),
+}
+
+
+def assert_usable():
+    """The process still works: device 0 is current and a round trip on
+    each device gives the CPU's values back."""
+    assert torch.accinte.current_device() == 0
+    for device in ("accinte:0", "accinte:1"):
+        torch.testing.assert_close(torch.arange(5.0).to(device).cpu(), torch.arange(5.0))
+
+
+@pytest.mark.parametrize("index", [2, 5, -1, -2])
+@pytest.mark.parametrize("call", INDEX_CALLS.values(), ids=INDEX_CALLS.keys())
+def test_out_of_range_and_negative_indices_are_refused(call, index):
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(index)):
+        call(index)
+    assert_usable()
+
+
+NEGATIVE_HAS_A_MEANING = {"device", "current_stream", "accelerator.set_device_index",
+                          "accelerator.current_stream"}
+
+
+@pytest.mark.parametrize("name", NON_NEGATIVE_CALLS.keys())
+def test_out_of_range_indices_are_refused_and_negative_ones_do_not_parse(name):
+    call = NON_NEGATIVE_CALLS[name]
+    for index in (2, 5):
+        with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(index)):
+            call(index)
+    if name not in NEGATIVE_HAS_A_MEANING:
+        with pytest.raises(RuntimeError,
+                           match=r"Invalid device string: 'accinte:-1'|must not be negative"):
+            call(-1)
+    assert_usable()
+
+
+def test_documented_meanings_of_a_negative_index():
+    # As torch.cuda: device(-1) and torch.accelerator.set_device_index(-1)
+    # do nothing, and current_stream(-1) is the current device's stream.
+    with torch.accinte.device(-1):
+        assert torch.accinte.current_device() == 0
+    torch.accelerator.set_device_index(-1)
+    with torch.accinte.device(1):
+        assert torch.accinte.current_stream(-1) == torch.accinte.default_stream(1)
+        assert torch.accelerator.current_stream(-1).device_index == 1
+    # Below -1 there is no meaning left.
+    with pytest.raises(RuntimeError, match=OUT_OF_RANGE.format(-2)):
+        torch.accinte.current_stream(-2)
+    assert_usable()
+
+
+def test_an_event_takes_its_device_from_the_stream_it_is_recorded_on():
+    # torch.Event keeps only the device type of its argument (as for CUDA):
+    # "accinte:5" is not an error, and the event belongs to the stream that
+    # records it.
+    event = torch.Event(device="accinte:5")
+    with torch.accinte.device(1):
+        event.record()
+    event.synchronize()
+    assert event.device == torch.device("accinte:1")
+    assert_usable()
+
+
+def test_elapsed_time_needs_timing_records_and_completion():
+    def timed():
+        return torch.accinte.Event(enable_timing=True)
+
+    with pytest.raises(ValueError, match="Both events must be recorded"):
+        timed().elapsed_time(timed())
+    start = timed()
+    start.record()
+    with pytest.raises(ValueError, match="Both events must be recorded"):
+        start.elapsed_time(timed())
+    with pytest.raises(ValueError, match="Both events must be recorded"):
+        timed().elapsed_time(start)
+    untimed = torch.accinte.Event()
+    untimed.record()
+    for pair in ((start, untimed), (untimed, start), (untimed, torch.accinte.Event())):
+        with pytest.raises(ValueError, match="enable_timing=True"):
+            pair[0].elapsed_time(pair[1])
+    # Recorded, but not completed yet.
+    gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
+    end = timed()
+    end.record()
+    try:
+        with pytest.raises(RuntimeError, match="Both events must be completed"):
+            start.elapsed_time(end)
+    finally:
+        gate.open()
+    end.synchronize()
+    # Two events of torch.accinte.Event, the CUDA idiom, measure time (an
+    # instance of a torch.Event subclass was refused as `end`).
+    assert start.elapsed_time(end) >= 0
+    assert_usable()
+
+
+def test_a_failed_kernel_is_reported_by_every_wait_with_its_message():
+    waits = {
+        "Stream.synchronize": lambda: torch.accinte.current_stream().synchronize(),
+        "Stream.query": lambda: torch.accinte.current_stream().query(),
+        "a blocking copy to the host": lambda: torch.ones(2).to("accinte").cpu(),
+    }
+    for name, wait in waits.items():
+        _C._testing.launch_failing_kernel(0, f"bad descriptor before {name}")
+        with pytest.raises(RuntimeError, match=f"accinteErrorLaunchFailure.*"
+                           f"bad descriptor before {name}"):
+            for _ in range(2):  # a query may first answer "not ready"
+                wait()
+        torch.accinte.synchronize()  # reported once, then cleared
+        assert_usable()
+
+
+def test_a_stream_that_waited_for_failed_work_reports_the_first_message():
+    side = torch.accinte.Stream(0)
+    _C._testing.launch_failing_kernel(0, "bad descriptor")
+    side.wait_stream(torch.accinte.current_stream())
+    with pytest.raises(RuntimeError, match="waited for an event of a stream whose "
+                       "earlier work failed: bad descriptor"):
+        side.synchronize()
+    # The failed stream still reports its own failure.
+    with pytest.raises(RuntimeError, match="reported: bad descriptor"):
+        torch.accinte.synchronize()
+    side.synchronize()
+    assert_usable()
+
+
+def test_bad_device_configurations_are_reported():
+    # NB: the emulator reads its configuration once per process, so each
+    # value needs its own interpreter; they run side by side.
+    code = """
+        import torch, torch_accinte
+        print("count:", torch.accinte.device_count(), torch.accinte.is_available())
+        try:
+            torch.empty(1, device="accinte")
+        except RuntimeError as error:
+            print("ERROR:", error)
+        print("CPU:", (torch.arange(3) * 2).tolist())
+    """
+    # (test_device.py tests 99 and "two" devices, and 8X of memory.)
+    values = [("ACCINTE_DEVICE_COUNT", "0"), ("ACCINTE_DEVICE_COUNT", "100"),
+              ("ACCINTE_DEVICE_COUNT", "-1")]
+    with concurrent.futures.ThreadPoolExecutor(len(values)) as pool:
+        results = list(pool.map(lambda value: run_python(code, env=dict([value])), values))
+    for (variable, value), result in zip(values, results):
+        assert result.returncode == 0, (value, result.stderr)
+        lines = result.stdout.splitlines()
+        assert lines[0] == "count: 0 False", value
+        assert lines[1].startswith("ERROR: accinte: the emulated device cannot start"), value
+        assert "Check ACCINTE_DEVICE_COUNT (1 to 16) and ACCINTE_DEVICE_MEMORY" in lines[1]
+        assert lines[2] == "CPU: [0, 2, 4]", value
+
+
+def test_a_capacity_beyond_the_host_memory():
+    # The capacity is what the emulator accounts; host memory is committed
+    # only as pages are written. An allocation past the capacity is an
+    # out-of-memory error; one within it that the host's address space
+    # cannot map is one too, never a crash.
+    result = run_python("""
+        import torch, torch_accinte
+        print("total:", torch.accinte.get_device_properties(0).total_memory)
+        big = torch.empty(2**40, dtype=torch.uint8, device="accinte")  # 1 TiB
+        print("allocated:", big.numel())
+        del big
+        for nbytes in (2**52, 2**60):  # 4 PiB: past the capacity; 1 EiB
+            try:
+                torch.empty(nbytes, dtype=torch.uint8, device="accinte")
+            except torch.OutOfMemoryError as error:
+                print("OOM:", nbytes, "out of memory" in str(error))
+        print("usable:", torch.arange(4.0).to("accinte").cpu().tolist())
+    """, env={"ACCINTE_DEVICE_MEMORY": "1048576G", "ACCINTE_DEVICE_COUNT": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"total: {2**50}", f"allocated: {2**40}",
+        f"OOM: {2**52} True", f"OOM: {2**60} True", "usable: [0.0, 1.0, 2.0, 3.0]"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_child_forked_with_work_queued_fails_clearly_and_the_parent_carries_on():
+    result = run_python("""
+        import os, sys, torch, torch_accinte
+        from torch_accinte import _C
+        x = torch.arange(4.0).to("accinte:0")
+        y = torch.arange(4.0).to("accinte:1")
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)  # work queued
+        z = torch.empty(4, device="accinte:0").copy_(y)           # behind it
+        pid = os.fork()
+        if pid == 0:
+            print("child:", torch.accinte.device_count(), torch.accinte.is_available(),
+                  torch.accinte._is_in_bad_fork(), flush=True)
+            for action in (lambda: x.cpu(), lambda: torch.accinte.synchronize(),
+                           lambda: torch.empty(1, device="accinte")):
+                try:
+                    action()
+                except RuntimeError as error:
+                    print("child error:", "fork" in str(error), flush=True)
+            print("child CPU:", (torch.ones(2) * 3).tolist(), flush=True)
+            sys.exit(0)  # a normal exit: the child frees the parent's tensors
+        gate.open()
+        _, status = os.waitpid(pid, 0)
+        print("child exit:", os.waitstatus_to_exitcode(status))
+        print("parent:", z.cpu().tolist(), x.cpu().tolist())
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "child: 0 False True", "child error: True", "child error: True",
+        "child error: True", "child CPU: [3.0, 3.0]", "child exit: 0",
+        "parent: [0.0, 1.0, 2.0, 3.0] [0.0, 1.0, 2.0, 3.0]"]
+    assert "Traceback" not in result.stderr and "terminate" not in result.stderr
+
+
+def test_exit_with_asynchronous_work_and_pinned_copies_queued():
+    # The stream is held by a gate that is never opened: at exit, every copy
+    # and kernel below is still queued, and the failed kernel never
+    # reported. The interpreter must finish without a crash or a hang.
+    pin = "host.pin_memory()" if stage_has("07_memory") else (
+        "_C._testing.pinned_bytes(host.numel() * 4).view(torch.float32).copy_(host)")
+    result = run_python(f"""
+        import torch, torch_accinte
+        from torch_accinte import _C
+        host = torch.arange(1 << 20, dtype=torch.float32)
+        pinned = {pin}
+        device = torch.empty_like(host, device="accinte:0")
+        with torch.accinte.stream(torch.accinte.Stream(0)):
+            _C._testing.StreamGate(0, timeout_seconds=1.0)
+            for _ in range(10):
+                device.copy_(pinned, non_blocking=True)
+                pinned.copy_(device, non_blocking=True)
+            _C._testing.launch_failing_kernel(0, "never reported")
+            on_one = pinned.to("accinte:1", non_blocking=True)
+        print("exiting", flush=True)
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "exiting\n"
+    assert result.stderr == ""
+
+
+def test_keyboard_interrupt_during_a_long_synchronize():
+    # NB: the wait is in C++ with the GIL released; Python runs its SIGINT
+    # handler once the call returns, so the interrupt surfaces as
+    # KeyboardInterrupt when the work it waited for is done, and the work is
+    # not cancelled (as with CUDA). A second, uncaught one ends the process
+    # as an interrupt does.
+    result = run_python("""
+        import os, signal, threading, torch, torch_accinte
+        from torch_accinte import _C
+
+        def interrupt_then_open(gate):
+            os.kill(os.getpid(), signal.SIGINT)
+            gate.open()
+
+        x = torch.arange(6.0).to("accinte")
+        sevens = torch.full((6,), 7.0).to("accinte")
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
+        x.copy_(sevens)                      # device to device: queued
+        threading.Timer(0.2, interrupt_then_open, [gate]).start()
+        try:
+            torch.accinte.synchronize()
+            print("no interrupt")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+        print("usable:", x.cpu().tolist(), flush=True)
+        gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
+        threading.Timer(0.2, interrupt_then_open, [gate]).start()
+        torch.accinte.synchronize()
+        print("not reached")
+    """, timeout=60)
+    assert result.stdout.splitlines() == ["KeyboardInterrupt",
+                                          "usable: [7.0, 7.0, 7.0, 7.0, 7.0, 7.0]"]
+    assert result.returncode == -signal.SIGINT, result.stderr
+    assert result.stderr.rstrip().endswith("KeyboardInterrupt")
