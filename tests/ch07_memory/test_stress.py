@@ -3,7 +3,9 @@
 Every test runs a fixed number of iterations and stops early at a deadline,
 so that it stays well under a minute on a slow or sanitized build; nothing
 asserts on time. The seeds are fixed and every failure message names its
-seed, thread and step, so a failure reproduces.
+seed, thread and step, so a failure reproduces (in the multi-threaded mix,
+which items threads hand each other depends on timing too, so a rare
+failure may need a few runs).
 
 Ordering is made observable on purpose: ``_delay`` holds a stream for a few
 milliseconds (a testing gate that opens itself), so work enqueued behind it
@@ -22,6 +24,7 @@ import threading
 import time
 import traceback
 
+import pytest
 import torch
 import torch.nn.functional as F
 import torch_accinte  # noqa: F401
@@ -328,18 +331,29 @@ class _MixWorker:
         target_device = 1 - source_device
         target = self.stream(target_device)
         self.maybe_delay(target, probability=1.0)
+        # Dense bytes are copied by the device; a strided view or another
+        # dtype goes through the host, read on the source device's current
+        # stream.
+        layout = self.rng.choice(("dense", "dense", "strided", "float64"))
         with torch.accinte.stream(target):
-            # The copy runs on the target's current stream, so that stream
-            # waits for the producer; red without it (the copy reads first).
+            # Ordering the destination's current stream after the producer
+            # is enough, for every layout: red if a copy reads first.
             target.wait_event(item.ready)
-            out = item.tensor.to(f"accinte:{target_device}")
+            if layout == "dense":
+                out, expected = item.tensor.to(f"accinte:{target_device}"), item.expected
+            elif layout == "strided":
+                out = item.tensor[::2].to(f"accinte:{target_device}")
+                expected = item.expected[::2].clone()
+            else:
+                out = item.tensor.to(f"accinte:{target_device}", torch.float64).float()
+                expected = item.expected
         # NB: the copy also makes the source device's current stream (here
         # its default stream) wait for it. That stream, not the target's,
         # is on the tensor's device, so it is the one to record: red if a
         # freed source block could be reused before the copy read it.
         item.tensor.record_stream(torch.accinte.current_stream(source_device))
         _end_read(item, target)
-        self.add(out, item.expected, target, f"copy {source_device}->{target_device}")
+        self.add(out, expected, target, f"{layout} copy {source_device}->{target_device}")
         if self.rng.random() < 0.5:
             # The source goes at once, while the copy is held back, and a
             # tensor of its size is made on its allocation stream: the
@@ -347,6 +361,29 @@ class _MixWorker:
             # which is checked.)
             self.live.remove(item)
             self.upload(item.home, item.tensor.numel())
+
+    def strided(self) -> None:
+        # Copies that a kernel does element by element: a strided view, a
+        # dtype conversion, a broadcast from the host.
+        item = self.pick()
+        stream = self.stream(item.device)
+        self.maybe_delay(stream)
+        kind = self.rng.choice(("view", "dtype", "broadcast"))
+        with torch.accinte.stream(stream):
+            _begin_read(item, stream)
+            if kind == "view":
+                out, expected = item.tensor[::3].clone(), item.expected[::3].clone()
+            elif kind == "dtype":
+                out = item.tensor.to(torch.float64).mul(2.0).to(torch.float32)
+                expected = item.expected.to(torch.float64).mul(2.0).to(torch.float32)
+            else:
+                value = self.rng.uniform(-1.0, 1.0)
+                out = torch.empty_like(item.tensor)
+                out.copy_(torch.tensor(value), non_blocking=True)
+                out = torch.maximum(out, item.tensor)
+                expected = torch.maximum(torch.full_like(item.expected, value), item.expected)
+            _end_read(item, stream)
+        self.add(out, expected, stream, f"strided {kind}")
 
     def download(self, item: _Item | None = None, delay: float = 0.3) -> None:
         """Copies ``item`` to the host; checks it now, or later for a
@@ -429,7 +466,7 @@ class _MixWorker:
     def run(self) -> None:
         operations = [(self.upload, 3), (self.unary, 4), (self.binary, 3),
                       (self.in_place, 1), (self.recycle, 2),
-                      (self.across_devices, 2),
+                      (self.across_devices, 2), (self.strided, 1),
                       (self.download, 2), (self.free, 2), (self.hand_over, 1),
                       (self.take_over, 1), (self.scratch, 1)]
         functions = [function for function, _ in operations]
@@ -479,6 +516,42 @@ def test_threads_devices_streams_random_mix_against_cpu():
     # Every tensor of the mix is gone, so is its memory.
     assert [torch.accinte.memory_allocated(d) for d in DEVICES] == allocated, (
         f"seed {SEED}")
+
+
+@pytest.mark.parametrize("layout", ["dense", "strided", "float64"])
+@pytest.mark.parametrize("ordered", ["source", "destination"])
+def test_a_copy_across_devices_is_ordered_by_either_current_stream(layout, ordered):
+    # Regression, found by the mix above: a copy across devices that goes
+    # through the host (a strided view, another dtype) read the source on
+    # the source device's current stream without waiting for the
+    # destination's. Code that ordered only the destination's stream after
+    # the producer, which is enough for a dense copy, got the bytes from
+    # before the producer ran.
+    values = torch.arange(20.0) + 1
+    x = values.to("accinte:0")
+    producer = torch.accinte.Stream(0)
+    producer.wait_stream(torch.accinte.current_stream(0))
+    with torch.accinte.stream(producer):
+        # NaN before the producer: what an early read would copy (a reused
+        # block could otherwise hold an earlier case's equal values).
+        y = torch.full((20,), NAN, device="accinte:0")
+        # Opens by itself; the copy through the host blocks until then.
+        gate = _C._testing.StreamGate(0, 0.3)
+        torch.neg(x, out=y)
+    ready = producer.record_event()
+    source, destination = torch.accinte.Stream(0), torch.accinte.Stream(1)
+    (source if ordered == "source" else destination).wait_event(ready)
+    with torch.accinte.stream(source), torch.accinte.stream(destination):
+        if layout == "dense":
+            copied, expected = y.to("accinte:1"), -values
+        elif layout == "strided":
+            copied, expected = y[::2].to("accinte:1"), -values[::2]
+        else:
+            copied = y.to("accinte:1", torch.float64)
+            expected = -values.double()
+        actual = copied.cpu()
+    torch.testing.assert_close(actual, expected)
+    del gate
 
 
 # ---------------------------------------------------------------------------
