@@ -278,7 +278,13 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
     streamWaitStream(source_stream, target_stream); // LITERALINCLUDE EMPHASIZE
     return;
   }
-  // A strided view across devices goes through the host.
+  // A strided view, or a dtype conversion, across devices goes through the
+  // host.
+  // NB: the source is read on the source's current stream, so that stream
+  // first waits for the destination's, as the copy above does the other way
+  // round: code that ordered either current stream after the producer sees
+  // the same values whatever the layout.
+  streamWaitStream(currentStream(src.device().index()), currentStream(device));
   const at::Tensor staging =
       at::empty(src.sizes(), src.options().device(at::kCPU));
   copyDeviceToHost(src, staging, /*non_blocking=*/false);
