@@ -117,6 +117,43 @@ def test_across_devices(contiguous):
     torch.testing.assert_close(back.cpu(), expected)
 
 
+
+@pytest.mark.parametrize("layout", ["dense", "strided", "float64"])
+@pytest.mark.parametrize("ordered", ["source", "destination"])
+def test_a_copy_across_devices_is_ordered_by_either_current_stream(layout, ordered):
+    # Regression, found by chapter 07's stress test: a copy across devices
+    # that goes through the host (a strided view, another dtype) read the
+    # source on the source device's current stream without waiting for the
+    # destination's. Code that ordered only the destination's stream after
+    # the producer, which is enough for a dense copy, got the bytes from
+    # before the producer ran.
+    values = torch.arange(20.0) + 1
+    x = values.to("accinte:0")
+    # NaN until the producer runs: what an early read would copy.
+    y = torch.full((20,), float("nan")).to("accinte:0")
+    producer = torch.accinte.Stream(0)
+    producer.wait_stream(torch.accinte.current_stream(0))
+    with torch.accinte.stream(producer):
+        # Holds the producer for a moment, then opens by itself; a copy
+        # that does not wait for it reads the NaNs.
+        gate = _C._testing.StreamGate(0, 0.3)
+        y.copy_(x)
+    ready = producer.record_event()
+    source, destination = torch.accinte.Stream(0), torch.accinte.Stream(1)
+    (source if ordered == "source" else destination).wait_event(ready)
+    with torch.accinte.stream(source), torch.accinte.stream(destination):
+        if layout == "dense":
+            copied, expected = y.to("accinte:1"), values
+        elif layout == "strided":
+            copied, expected = y[::2].to("accinte:1"), values[::2]
+        else:
+            copied = y.to("accinte:1", torch.float64)
+            expected = values.double()
+        actual = copied.cpu()
+    torch.testing.assert_close(actual, expected)
+    del gate
+
+
 GATE_TIMEOUT = 30.0
 
 
