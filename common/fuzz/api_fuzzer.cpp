@@ -210,6 +210,7 @@ class Program {
   }
 
   // --- Ordering, as a correct program does it --------------------------------
+  // LITERALINCLUDE START: FUZZ_ORDERING
 
   /** Makes work enqueued next on `stream` wait for the last access to
    * `buffer`. */
@@ -230,6 +231,8 @@ class Program {
       markStreamDone(buffer.lastStream);
     }
   }
+
+  // LITERALINCLUDE END: FUZZ_ORDERING
 
   void markStreamDone(accinteStream_t stream) {
     for (auto& buffer : buffers_) {
@@ -414,6 +417,7 @@ class Program {
       default:
         break;
     }
+    // LITERALINCLUDE START: FUZZ_COPY_ORACLE
     accinteError_t expected = accinteSuccess;
     if (count == 0) {
       expected = accinteSuccess;
@@ -423,6 +427,7 @@ class Program {
                !inRange(*src, srcOffset, count)) {
       expected = accinteErrorInvalidMemoryRange;
     }
+    // LITERALINCLUDE END: FUZZ_COPY_ORACLE
 
     // The stream the copy runs on: the chosen one, or for a blocking copy the
     // default stream of the device involved (see accinteMemcpy).

@@ -2,7 +2,8 @@
 
 Each test expects a clear error (or the documented behaviour) and then checks
 that the process is still usable. Items of the catalogue already tested
-elsewhere are listed in CATALOGUE.md, not repeated here.
+elsewhere are listed on the guide's Reliability page (docs/reliability.md),
+not repeated here.
 """
 
 import concurrent.futures

@@ -151,6 +151,7 @@ class _Item:
         return self.tensor.device.index
 
 
+# LITERALINCLUDE START: STRESS_ORDERING
 def _begin_read(item: _Item, stream: torch.Stream) -> None:
     # Red if wait_event did not order the stream after the producer (or
     # after another thread's producer, for items handed over): the reader
@@ -178,6 +179,7 @@ def _begin_write(item: _Item, stream: torch.Stream) -> None:
 def _end_write(item: _Item, stream: torch.Stream) -> None:
     item.ready = stream.record_event()
     item.reads = []
+# LITERALINCLUDE END: STRESS_ORDERING
 
 
 class _MixWorker:

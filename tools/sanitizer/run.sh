@@ -9,6 +9,7 @@
 # process, hence LD_PRELOAD. Children (the tests' subprocesses) inherit it.
 set -euo pipefail
 CXX=${CXX:-g++}
+# LITERALINCLUDE START: SANITIZER_PRELOAD
 asan_runtime=$("$CXX" -print-file-name=libasan.so)
 # NB: the C++ runtime is preloaded as well. ASan intercepts __cxa_throw, and
 # finds the real one only in libraries loaded when it starts; the interpreter
@@ -38,4 +39,5 @@ join() { local IFS=:; echo "$*"; }
 export LD_PRELOAD="$asan_runtime:$cxx_runtime${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="$(join "${asan_options[@]}")${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="$(join "${ubsan_options[@]}")${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# LITERALINCLUDE END: SANITIZER_PRELOAD
 exec "$@"
