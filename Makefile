@@ -134,8 +134,11 @@ BENCH_DIR := $(BUILD)/bench
 BENCH_SNAPSHOT := docs/output/bench_results.json
 
 bench: stage ## Time stage STAGE against the CPU into build/bench/ (BUILD_TIMES=1: build and test times too)
+	cmake -S common -B $(BUILD)/emulator -G Ninja >/dev/null
+	cmake --build $(BUILD)/emulator -j $(JOBS) --target accinte_launch_latency
 	PYTHONPATH=$(BUILD)/stage$(STAGE)/python $(PYTHON) benchmarks/bench.py --stage $(STAGE) \
-	  --out $(BENCH_DIR) --jobs $(JOBS) $(if $(BUILD_TIMES),--build-times)
+	  --out $(BENCH_DIR) --jobs $(JOBS) $(if $(BUILD_TIMES),--build-times) \
+	  --emulator-latency $(BUILD)/emulator/accinte_launch_latency
 
 bench-snapshot: ## Copy the last `make bench` results to the guide's performance page
 	cp $(BENCH_DIR)/results.json $(BENCH_SNAPSHOT)

@@ -302,6 +302,19 @@ def run_benchmark(benchmark: Benchmark, repeats: int) -> dict:
                         cpu_seconds, benchmark.goal, benchmark.nbytes)
 
 
+# -- The emulator alone --------------------------------------------------------------
+
+def emulator_latencies(program: Path) -> List[dict]:
+    """What the emulator's basic operations cost without PyTorch, from
+    ``program`` (common/bench/launch_latency.cpp): durations, no ratio."""
+    run = subprocess.run([str(program)], capture_output=True, text=True)
+    if run.returncode != 0:
+        return [report.entry(f"emulator: {program.name}", report.DURATION, None,
+                             skipped=f"failed: {run.stderr.strip()}")]
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    return [report.entry(line["name"], report.DURATION, line["seconds"]) for line in lines]
+
+
 # -- Build and test times ----------------------------------------------------------
 
 def timed_run(commands: List[List[str]], log: Path,
@@ -415,6 +428,8 @@ def main() -> int:
                         help="also time a clean build of the stage and the tests "
                              "of every stage up to it (slow)")
     parser.add_argument("--jobs", type=int, default=2, help="build jobs (--build-times)")
+    parser.add_argument("--emulator-latency", type=Path,
+                        help="the emulator's latency program, run after the benchmarks")
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -440,6 +455,10 @@ def main() -> int:
     for index, benchmark in enumerate(rows, 1):
         results["benchmarks"].append(run_benchmark(benchmark, args.repeats))
         progress(index, total, results["benchmarks"][-1])
+    if args.emulator_latency:
+        for item in emulator_latencies(args.emulator_latency):
+            results["benchmarks"].append(item)
+            print(f"[emulator] {item['name']}: " + report.table_row(item)[1], flush=True)
     if args.build_times:
         timed = [lambda: clean_build(args.stage, args.out, args.jobs)]
         timed += [lambda stage=stage: stage_tests(stage, args.out) for stage in stages]

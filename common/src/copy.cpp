@@ -5,8 +5,12 @@
 
 #include <accinte/runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -46,6 +50,58 @@ accinteError_t checkRange(const void* ptr, size_t count,
   const size_t offset = reinterpret_cast<uintptr_t>(ptr) - info.ref.base;
   return count > info.size - offset ? accinteErrorInvalidMemoryRange
                                     : accinteSuccess;
+}
+
+/** Copies from this size on are split among several host threads. */
+constexpr size_t kParallelCopyBytes = size_t{4} << 20;
+/** The most host threads one copy uses. */
+constexpr unsigned kMaxCopyThreads = 4;
+
+/**
+ * Copies `count` bytes like memmove. A large copy between ranges that do not
+ * overlap is split among up to kMaxCopyThreads host threads.
+ *
+ * NB: a device's copy engine moves data at the bandwidth of its link, not
+ * of one CPU core; PyTorch's CPU copy_ of a large tensor uses every core
+ * too. Threads that cannot be started leave their part to this one.
+ */
+void copyBytes(void* dst, const void* src, size_t count) {
+  const auto dstAddress = reinterpret_cast<uintptr_t>(dst);
+  const auto srcAddress = reinterpret_cast<uintptr_t>(src);
+  const bool overlap =
+      dstAddress < srcAddress + count && srcAddress < dstAddress + count;
+  const unsigned threads = std::min(
+      kMaxCopyThreads, std::max(1U, std::thread::hardware_concurrency()));
+  if (count < kParallelCopyBytes || overlap || threads == 1) {
+    // NB: memmove, not memcpy: a device-to-device copy within one
+    // allocation may overlap, and the emulator should not corrupt data
+    // where CUDA is merely unspecified.
+    std::memmove(dst, src, count);
+    return;
+  }
+  // Whole cache lines per part, so that no two threads write one line.
+  const size_t part = (count / threads + 63) / 64 * 64;
+  const auto copyPart = [=](unsigned index) {
+    const size_t begin = std::min(count, part * index);
+    const size_t end = std::min(count, begin + part);
+    std::memcpy(static_cast<char*>(dst) + begin,
+                static_cast<const char*>(src) + begin, end - begin);
+  };
+  std::vector<std::thread> helpers;
+  unsigned index = 1;
+  try {
+    for (; index < threads; ++index) {
+      helpers.emplace_back(copyPart, index);
+    }
+  } catch (const std::system_error&) {
+    for (; index < threads; ++index) {
+      copyPart(index);
+    }
+  }
+  copyPart(0);
+  for (auto& helper : helpers) {
+    helper.join();
+  }
 }
 
 // LITERALINCLUDE START: EMULATOR_COPY_CHECKS
@@ -111,10 +167,7 @@ accinteError_t runCopy(const CopyPlan& plan) {
     // An allocation was freed after the copy was enqueued.
     return accinteErrorLaunchFailure;
   }
-  // NB: memmove, not memcpy: a device-to-device copy within one allocation
-  // may overlap, and the emulator should not corrupt data where CUDA is
-  // merely unspecified.
-  std::memmove(plan.dst, plan.src, plan.count); // LITERALINCLUDE EMPHASIZE
+  copyBytes(plan.dst, plan.src, plan.count); // LITERALINCLUDE EMPHASIZE
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_COPY_CHECKS

@@ -259,4 +259,92 @@ TEST(Copy, CopyEnqueuedBeforeAFreeOnAnotherDeviceFailsCleanly) {
   EXPECT_OK(accinteStreamSynchronize(nullptr));
 }
 
+// A byte pattern with no period that divides a copy's parts, so that a part
+// copied to the wrong offset shows.
+std::vector<unsigned char> pattern(size_t count, unsigned seed) {
+  std::vector<unsigned char> bytes(count);
+  for (size_t i = 0; i < count; ++i) {
+    bytes[i] = static_cast<unsigned char>((i * 131 + seed) % 251);
+  }
+  return bytes;
+}
+
+TEST(Copy, LargeCopiesInEveryDirectionAreExact) {
+  // Large enough to be split among threads, of an odd size, and at odd
+  // offsets, so that the parts' boundaries fall anywhere.
+  const size_t bytes = (size_t{12} << 20) + 13;
+  const auto input = pattern(bytes, 7);
+  DeviceBuffer first(bytes + 1);
+  ASSERT_OK(accinteSetDevice(1));
+  DeviceBuffer other(bytes + 3);
+  ASSERT_OK(accinteSetDevice(0));
+  DeviceBuffer second(bytes);
+  ASSERT_OK(first.status());
+  ASSERT_OK(other.status());
+  ASSERT_OK(second.status());
+  void* pinned = nullptr;
+  ASSERT_OK(accinteMallocHost(&pinned, bytes));
+  std::memcpy(pinned, input.data(), bytes);
+  auto* firstAtOne = static_cast<char*>(first.ptr()) + 1;
+  auto* otherAtThree = static_cast<char*>(other.ptr()) + 3;
+
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  ASSERT_OK(accinteMemcpyAsync(firstAtOne, pinned, bytes,
+                               accinteMemcpyHostToDevice, stream));
+  ASSERT_OK(accinteMemcpyAsync(second.ptr(), firstAtOne, bytes,
+                               accinteMemcpyDeviceToDevice, stream));
+  ASSERT_OK(accinteStreamSynchronize(stream));
+  ASSERT_OK(accinteMemcpy(otherAtThree, second.ptr(), bytes,
+                          accinteMemcpyDeviceToDevice));
+  std::memset(pinned, 0, bytes);
+  ASSERT_OK(accinteMemcpyAsync(pinned, otherAtThree, bytes,
+                               accinteMemcpyDeviceToHost, stream));
+  ASSERT_OK(accinteStreamSynchronize(stream));
+  EXPECT_EQ(std::memcmp(pinned, input.data(), bytes), 0);
+
+  // Pageable host memory, and a host-to-host copy.
+  std::vector<unsigned char> output(bytes, 0);
+  ASSERT_OK(accinteMemcpy(second.ptr(), input.data(), bytes,
+                          accinteMemcpyHostToDevice));
+  ASSERT_OK(accinteMemcpy(output.data(), second.ptr(), bytes,
+                          accinteMemcpyDeviceToHost));
+  EXPECT_EQ(output, input);
+  std::vector<unsigned char> onHost(bytes, 0);
+  ASSERT_OK(accinteMemcpy(onHost.data(), output.data(), bytes,
+                          accinteMemcpyHostToHost));
+  EXPECT_EQ(onHost, input);
+
+  ASSERT_OK(accinteStreamDestroy(stream));
+  ASSERT_OK(accinteFreeHost(pinned));
+}
+
+TEST(Copy, LargeOverlappingCopyWithinAnAllocationMovesTheBytes) {
+  // Red if overlapping ranges were split among threads: a part would read
+  // bytes another part has already overwritten.
+  const size_t total = size_t{16} << 20;
+  const size_t count = size_t{10} << 20;
+  const auto input = pattern(total, 3);
+  DeviceBuffer buffer(total);
+  ASSERT_OK(buffer.status());
+  auto* base = static_cast<char*>(buffer.ptr());
+  for (const size_t shift : {size_t{1} << 20, size_t{4097}}) {
+    for (const bool forward : {true, false}) {
+      ASSERT_OK(
+          accinteMemcpy(base, input.data(), total, accinteMemcpyHostToDevice));
+      char* dst = forward ? base + shift : base;
+      const char* src = forward ? base : base + shift;
+      ASSERT_OK(accinteMemcpy(dst, src, count, accinteMemcpyDeviceToDevice));
+      auto expected = input;
+      std::memmove(expected.data() + (dst - base),
+                   expected.data() + (src - base), count);
+      std::vector<unsigned char> output(total, 0);
+      ASSERT_OK(
+          accinteMemcpy(output.data(), base, total, accinteMemcpyDeviceToHost));
+      EXPECT_EQ(output, expected)
+          << "shift " << shift << " forward " << forward;
+    }
+  }
+}
+
 } // namespace

@@ -5,6 +5,9 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 using accinte::testing::DeviceBuffer;
@@ -220,6 +223,44 @@ ACCINTE_SCENARIO(OutOfMemory) {
 
 TEST(Memory, AllocatingPastCapacityFailsAndFreeingRestoresIt) {
   EXPECT_EQ(runScenario("OutOfMemory", {"ACCINTE_DEVICE_MEMORY=1M"}), 0);
+}
+
+/** The AnonHugePages of the mapping that starts at `address`, in kB, from
+ * /proc/self/smaps; -1 if no mapping starts there. */
+long hugePagesOfMappingAt(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inMapping = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t start = 0;
+    std::istringstream fields(line);
+    // A mapping's first line starts "start-end perms ..."; its fields'
+    // lines start with a name and a colon.
+    if ((fields >> std::hex >> start) && fields.peek() == '-') {
+      inMapping = start == reinterpret_cast<uintptr_t>(address);
+    } else if (inMapping && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::stol(line.substr(line.find(':') + 1));
+    }
+  }
+  return -1;
+}
+
+TEST(Memory, LargeAllocationsAskForHugePages) {
+  // NB: opening and closing an allocation rewrites one page-table entry per
+  // page; huge pages make a large allocation's open and close cheap. Red if
+  // the runtime stops asking for them (madvise) on a kernel that has them.
+  std::ifstream setting("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(setting, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "no transparent huge pages on this kernel";
+  }
+  const size_t bytes = size_t{8} << 20;
+  DeviceBuffer buffer(bytes);
+  ASSERT_OK(buffer.status());
+  ASSERT_OK(accinteMemsetAsync(buffer.ptr(), 1, bytes, nullptr));
+  ASSERT_OK(accinteDeviceSynchronize());
+  EXPECT_GT(hugePagesOfMappingAt(buffer.ptr()), 0);
 }
 
 } // namespace

@@ -1,0 +1,168 @@
+/**
+ * @file
+ * What the emulator's basic operations cost, without PyTorch: a launch, a
+ * round trip to a stream's worker, opening device memory for a kernel, a
+ * small blocking copy, an event between two streams; and, for scale, the
+ * system calls with which the runtime opens and closes device memory.
+ *
+ * `make bench` runs it and adds each line to its results, as durations with
+ * no CPU counterpart. Each number is the median over rounds of the mean time
+ * per operation in a round. Output, one JSON object per line:
+ *
+ *     {"name": "...", "seconds": 1.2e-05}
+ */
+
+#include <accinte/kernel.h>
+#include <accinte/runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace {
+
+constexpr int kRounds = 31;
+constexpr int kOperationsPerRound = 200;
+
+void check(accinteError_t error, const char* call) {
+  if (error != accinteSuccess) {
+    std::fprintf(stderr, "launch_latency: %s failed: %s\n", call,
+                 accinteGetErrorName(error));
+    std::exit(1);
+  }
+}
+
+/** Median over rounds of the seconds per call of `operation`, each round
+ * ended by `finish` (counted in the round). */
+double secondsPerOperation(const std::function<void()>& operation,
+                           const std::function<void()>& finish) {
+  std::vector<double> rounds;
+  for (int round = 0; round <= kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kOperationsPerRound; ++i) {
+      operation();
+    }
+    finish();
+    const std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start;
+    if (round > 0) { // the first round warms up
+      rounds.push_back(elapsed.count() / kOperationsPerRound);
+    }
+  }
+  std::nth_element(rounds.begin(), rounds.begin() + rounds.size() / 2,
+                   rounds.end());
+  return rounds[rounds.size() / 2];
+}
+
+void report(const char* name, double seconds) {
+  std::printf("{\"name\": \"%s\", \"seconds\": %.6e}\n", name, seconds);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int main() {
+  accinteStream_t stream = nullptr;
+  accinteStream_t other = nullptr;
+  check(accinteStreamCreate(&stream), "accinteStreamCreate");
+  check(accinteStreamCreate(&other), "accinteStreamCreate");
+  void* first = nullptr;
+  void* second = nullptr;
+  check(accinteMalloc(&first, 4096), "accinteMalloc");
+  check(accinteMalloc(&second, 4096), "accinteMalloc");
+  accinteEvent_t event = nullptr;
+  check(accinteEventCreateWithFlags(&event, accinteEventDisableTiming),
+        "accinteEventCreateWithFlags");
+
+  const auto synchronize = [&] {
+    check(accinteStreamSynchronize(stream), "accinteStreamSynchronize");
+  };
+  const auto nothing = [] {};
+  const auto launchEmpty = [&] {
+    check(accinte::launchKernel(stream, nullptr, 0, [] {}), "launchKernel");
+  };
+  const void* const buffers[] = {first, second};
+  const auto launchOnTwo = [&] {
+    check(accinte::launchKernel(stream, buffers, 2, [] {}), "launchKernel");
+  };
+
+  report("emulator: empty kernel, launch and synchronize",
+         secondsPerOperation([&] { launchEmpty(), synchronize(); }, nothing));
+  report("emulator: kernel on 2 allocations, launch and synchronize",
+         secondsPerOperation([&] { launchOnTwo(), synchronize(); }, nothing));
+  report("emulator: empty kernel, launch only (queued back to back)",
+         secondsPerOperation(launchEmpty, synchronize));
+  report("emulator: kernel on 2 allocations, queued back to back",
+         secondsPerOperation(launchOnTwo, synchronize));
+  char byte = 0;
+  report("emulator: blocking copy of 1 byte, device to host",
+         secondsPerOperation(
+             [&] {
+               check(accinteMemcpy(&byte, first, 1, accinteMemcpyDeviceToHost),
+                     "accinteMemcpy");
+             },
+             nothing));
+  report("emulator: event between two streams, then synchronize",
+         secondsPerOperation(
+             [&] {
+               check(accinteEventRecord(event, stream), "accinteEventRecord");
+               check(accinteStreamWaitEvent(other, event),
+                     "accinteStreamWaitEvent");
+               check(accinteStreamSynchronize(other),
+                     "accinteStreamSynchronize");
+             },
+             nothing));
+
+  // NB: what opening and closing one allocation costs at the least: the two
+  // mprotect calls the runtime makes, on a page of its own, while the
+  // stream workers (other threads of the process) exist.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mapping =
+      mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) {
+    std::perror("launch_latency: mmap");
+    return 1;
+  }
+  const auto openAndClose = [&] {
+    if (mprotect(mapping, page, PROT_READ | PROT_WRITE) != 0) {
+      std::perror("launch_latency: mprotect");
+      std::exit(1);
+    }
+    // As a kernel does: the page is used while it is open.
+    *static_cast<volatile char*>(mapping) += 1;
+    if (mprotect(mapping, page, PROT_NONE) != 0) {
+      std::perror("launch_latency: mprotect");
+      std::exit(1);
+    }
+  };
+  report("system: mprotect of one page to read-write, a write, back to none",
+         secondsPerOperation(openAndClose, nothing));
+  // NB: the same while another thread of the process runs on another core,
+  // as the caller does while a worker opens and closes memory: removing
+  // access must then make that core drop its cached translations too.
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  report("system: the same, while another thread of the process runs",
+         secondsPerOperation(openAndClose, nothing));
+  stop = true;
+  spinner.join();
+  munmap(mapping, page);
+
+  check(accinteEventDestroy(event), "accinteEventDestroy");
+  check(accinteFree(first), "accinteFree");
+  check(accinteFree(second), "accinteFree");
+  check(accinteStreamDestroy(other), "accinteStreamDestroy");
+  check(accinteStreamDestroy(stream), "accinteStreamDestroy");
+  return 0;
+}
