@@ -14,13 +14,18 @@ namespace accinte::emulator {
 
 namespace {
 
+/** Rounds `size` up to a multiple of `unit`; 0 if that overflows. */
+size_t roundUp(size_t size, size_t unit) {
+  if (size > std::numeric_limits<size_t>::max() - (unit - 1)) {
+    return 0;
+  }
+  return (size + unit - 1) / unit * unit;
+}
+
 /** Rounds `size` up to whole pages; 0 if that overflows. */
 size_t roundUpToPages(size_t size) {
   static const size_t pageSize = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  if (size > std::numeric_limits<size_t>::max() - (pageSize - 1)) {
-    return 0;
-  }
-  return (size + pageSize - 1) / pageSize * pageSize;
+  return roundUp(size, pageSize);
 }
 
 /** The size of a transparent huge page on x86-64 and most arm64 kernels. */
@@ -29,13 +34,8 @@ constexpr size_t kHugePageSize = size_t{2} << 20;
 /** The size of the mapping that holds a device allocation of `size` bytes:
  * whole pages, and whole huge pages from one huge page on; 0 on overflow. */
 size_t deviceMappingSize(size_t size) {
-  if (size < kHugePageSize) {
-    return roundUpToPages(size);
-  }
-  if (size > std::numeric_limits<size_t>::max() - (kHugePageSize - 1)) {
-    return 0;
-  }
-  return (size + kHugePageSize - 1) / kHugePageSize * kHugePageSize;
+  return size < kHugePageSize ? roundUpToPages(size)
+                              : roundUp(size, kHugePageSize);
 }
 
 /** Waits for every operation enqueued so far on `device` (-1: on every
