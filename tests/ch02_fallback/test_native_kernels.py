@@ -151,17 +151,17 @@ def test_other_streams_are_not_held():
 def test_fallback_waits_for_the_stream_where_native_kernels_do_not():
     # The contrast the chapter is about: a fallback operator on the held
     # stream copies its input to the host, which waits for the stream. The
-    # gate is never opened: with a short timeout, exp() returns only after
+    # gate is never opened: with a short timeout, cos() returns only after
     # the gate gave up, so the stream is already idle when it does.
     source = torch.tensor([1.0, 2.0]).to("accinte")
     torch.accinte.synchronize()
     stream = torch.Stream(device="accinte:0")
     with torch.accinte.stream(stream):
         gate = _C._testing.StreamGate(0, timeout_seconds=0.5)
-        result = source.exp()  # the fallback: blocks until the gate expires
+        result = source.cos()  # the fallback: blocks until the gate expires
         assert stream.query()
     del gate
-    torch.testing.assert_close(result.cpu(), torch.tensor([1.0, 2.0]).exp())
+    torch.testing.assert_close(result.cpu(), torch.tensor([1.0, 2.0]).cos())
 
 
 def test_copies_across_devices_are_ordered_by_streams_not_the_host():

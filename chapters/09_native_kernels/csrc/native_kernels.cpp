@@ -1,0 +1,670 @@
+// Chapter 09: native accinte kernels for the operators a training step spends
+// its time in. One boxed kernel serves the whole table: it asks ATen's Meta
+// kernel of the operator what the results look like, allocates them on the
+// device, and launches ATen's CPU kernel on the device memory.
+
+#include <09_native_kernels/csrc/native_kernels.h>
+
+#include <01_minimal_ops/csrc/kernel.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/MetaFunctions.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace accinte {
+namespace {
+
+// LITERALINCLUDE START: CH09_TABLE
+/**
+ * An operator that runs natively: its C++ Meta function, and the overload
+ * its CPU kernel runs as.
+ *
+ * A functional operator (it writes none of its arguments) names its `out=`
+ * overload: the kernel hands that overload the device outputs to write.
+ * Without one (`relu`), the kernel runs the functional CPU kernel and copies
+ * its result into the device output. In-place and `out=` operators write
+ * their own arguments and run as themselves.
+ */
+struct NativeOperator {
+  std::string_view name;
+  std::string_view out_overload;
+  c10::KernelFunction meta;
+};
+
+// NB: ATen's C++ Meta functions (at::meta::, structured kernels' host
+// half: argument checks, broadcasting, type promotion, result sizes and
+// strides). Not the dispatcher's Meta kernels: `import torch` replaces most
+// of those by Python functions (torch/_meta_registrations.py), which would
+// hold the GIL on every call.
+#define ACCINTE_META(function) \
+  c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(at::meta::function))
+// An overloaded Meta function, with the signature of the overload.
+#define ACCINTE_META_OF(function, ...)                               \
+  c10::KernelFunction::makeFromUnboxedFunction(                      \
+      c10::CompileTimeFunctionPointer<                               \
+          __VA_ARGS__, static_cast<std::add_pointer_t<__VA_ARGS__>>( \
+                           &at::meta::function)>())
+
+using Tensor = at::Tensor;
+using In = const at::Tensor&;
+using Scalar = const at::Scalar&;
+using Mode = std::optional<c10::string_view>;
+
+// `relu` and `relu_` have no Meta function: ATen computes them as
+// `clamp_min(0)`.
+Tensor reluMeta(In self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool,
+              "Boolean inputs not supported for relu");
+  return at::meta::clamp_min(self, 0);
+}
+
+Tensor& reluInPlaceMeta(Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool,
+              "Boolean inputs not supported for relu");
+  return at::meta::clamp_min_(self, 0);
+}
+
+// NB: `neg`, `abs.out` and the views are chapter 02's, the random operators
+// chapter 08's: an operator has one PrivateUse1 kernel. Composites need no
+// entry: `linear`, `matmul`, `cross_entropy`, `abs`, `clone` and the
+// optimizers' `_foreach_*` operators reach the device through the operators
+// listed here.
+const std::vector<NativeOperator>& nativeOperators() {
+  static const std::vector<NativeOperator> operators = {
+      // Elementwise arithmetic: broadcasting and type promotion come from
+      // TensorIterator, in the Meta function on the host and in the CPU
+      // kernel on the device.
+      {"add.Tensor", "add.out", ACCINTE_META(add)}, // LITERALINCLUDE EMPHASIZE
+      {"add_.Tensor", "", ACCINTE_META(add_)},      // LITERALINCLUDE EMPHASIZE
+      {"add.out", "", ACCINTE_META(add_outf)},      // LITERALINCLUDE EMPHASIZE
+      {"sub.Tensor", "sub.out", ACCINTE_META(sub)},
+      {"sub_.Tensor", "", ACCINTE_META(sub_)},
+      {"sub.out", "", ACCINTE_META(sub_outf)},
+      {"mul.Tensor", "mul.out", ACCINTE_META(mul)},
+      {"mul_.Tensor", "", ACCINTE_META(mul_)},
+      {"mul.out", "", ACCINTE_META(mul_outf)},
+      {"div.Tensor", "div.out", ACCINTE_META_OF(div, Tensor(In, In))},
+      {"div_.Tensor", "", ACCINTE_META_OF(div_, Tensor & (Tensor&, In))},
+      {"div.out", "", ACCINTE_META_OF(div_outf, Tensor & (In, In, Tensor&))},
+      {"div.Tensor_mode", "div.out_mode",
+       ACCINTE_META_OF(div, Tensor(In, In, Mode))},
+      {"div_.Tensor_mode", "",
+       ACCINTE_META_OF(div_, Tensor & (Tensor&, In, Mode))},
+      {"div.out_mode", "",
+       ACCINTE_META_OF(div_outf, Tensor & (In, In, Mode, Tensor&))},
+      {"maximum", "maximum.out", ACCINTE_META(maximum)},
+      {"maximum.out", "", ACCINTE_META(maximum_outf)},
+      {"minimum", "minimum.out", ACCINTE_META(minimum)},
+      {"minimum.out", "", ACCINTE_META(minimum_outf)},
+      {"pow.Tensor_Scalar", "pow.Tensor_Scalar_out",
+       ACCINTE_META_OF(pow, Tensor(In, Scalar))},
+      {"pow_.Scalar", "", ACCINTE_META_OF(pow_, Tensor & (Tensor&, Scalar))},
+      {"pow.Tensor_Scalar_out", "",
+       ACCINTE_META_OF(pow_outf, Tensor & (In, Scalar, Tensor&))},
+      {"pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
+       ACCINTE_META_OF(pow, Tensor(In, In))},
+      {"pow_.Tensor", "", ACCINTE_META_OF(pow_, Tensor & (Tensor&, In))},
+      {"pow.Tensor_Tensor_out", "",
+       ACCINTE_META_OF(pow_outf, Tensor & (In, In, Tensor&))},
+      {"addcmul", "addcmul.out", ACCINTE_META(addcmul)},
+      {"addcmul_", "", ACCINTE_META(addcmul_)},
+      {"addcmul.out", "", ACCINTE_META(addcmul_outf)},
+      {"addcdiv", "addcdiv.out", ACCINTE_META(addcdiv)},
+      {"addcdiv_", "", ACCINTE_META(addcdiv_)},
+      {"addcdiv.out", "", ACCINTE_META(addcdiv_outf)},
+      {"lerp.Scalar", "lerp.Scalar_out",
+       ACCINTE_META_OF(lerp, Tensor(In, In, Scalar))},
+      {"lerp_.Scalar", "",
+       ACCINTE_META_OF(lerp_, Tensor & (Tensor&, In, Scalar))},
+      {"lerp.Scalar_out", "",
+       ACCINTE_META_OF(lerp_outf, Tensor & (In, In, Scalar, Tensor&))},
+      // Comparisons.
+      {"eq.Tensor", "eq.Tensor_out", ACCINTE_META_OF(eq, Tensor(In, In))},
+      {"ne.Tensor", "ne.Tensor_out", ACCINTE_META_OF(ne, Tensor(In, In))},
+      {"lt.Tensor", "lt.Tensor_out", ACCINTE_META_OF(lt, Tensor(In, In))},
+      {"le.Tensor", "le.Tensor_out", ACCINTE_META_OF(le, Tensor(In, In))},
+      {"gt.Tensor", "gt.Tensor_out", ACCINTE_META_OF(gt, Tensor(In, In))},
+      {"ge.Tensor", "ge.Tensor_out", ACCINTE_META_OF(ge, Tensor(In, In))},
+      {"eq.Scalar", "eq.Scalar_out", ACCINTE_META_OF(eq, Tensor(In, Scalar))},
+      {"ne.Scalar", "ne.Scalar_out", ACCINTE_META_OF(ne, Tensor(In, Scalar))},
+      {"lt.Scalar", "lt.Scalar_out", ACCINTE_META_OF(lt, Tensor(In, Scalar))},
+      {"le.Scalar", "le.Scalar_out", ACCINTE_META_OF(le, Tensor(In, Scalar))},
+      {"gt.Scalar", "gt.Scalar_out", ACCINTE_META_OF(gt, Tensor(In, Scalar))},
+      {"ge.Scalar", "ge.Scalar_out", ACCINTE_META_OF(ge, Tensor(In, Scalar))},
+      // Unary functions and activations, and their backward.
+      {"exp", "exp.out", ACCINTE_META(exp)},
+      {"exp_", "", ACCINTE_META(exp_)},
+      {"log", "log.out", ACCINTE_META(log)},
+      {"log_", "", ACCINTE_META(log_)},
+      {"sqrt", "sqrt.out", ACCINTE_META(sqrt)},
+      {"sqrt_", "", ACCINTE_META(sqrt_)},
+      {"rsqrt", "rsqrt.out", ACCINTE_META(rsqrt)},
+      {"rsqrt_", "", ACCINTE_META(rsqrt_)},
+      {"sigmoid", "sigmoid.out", ACCINTE_META(sigmoid)},
+      {"sigmoid_", "", ACCINTE_META(sigmoid_)},
+      {"tanh", "tanh.out", ACCINTE_META(tanh)},
+      {"tanh_", "", ACCINTE_META(tanh_)},
+      {"clamp", "clamp.out",
+       ACCINTE_META_OF(clamp, Tensor(In, const std::optional<at::Scalar>&,
+                                     const std::optional<at::Scalar>&))},
+      {"clamp_min", "clamp_min.out",
+       ACCINTE_META_OF(clamp_min, Tensor(In, Scalar))},
+      {"clamp_min_", "",
+       ACCINTE_META_OF(clamp_min_, Tensor & (Tensor&, Scalar))},
+      {"clamp_max", "clamp_max.out",
+       ACCINTE_META_OF(clamp_max, Tensor(In, Scalar))},
+      {"relu", "",
+       c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(reluMeta))},
+      {"relu_", "",
+       c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(reluInPlaceMeta))},
+      {"gelu", "gelu.out", ACCINTE_META(gelu)},
+      {"silu", "silu.out", ACCINTE_META(silu)},
+      {"threshold_backward", "threshold_backward.grad_input",
+       ACCINTE_META(threshold_backward)},
+      {"sigmoid_backward", "sigmoid_backward.grad_input",
+       ACCINTE_META(sigmoid_backward)},
+      {"tanh_backward", "tanh_backward.grad_input",
+       ACCINTE_META(tanh_backward)},
+      {"gelu_backward", "gelu_backward.grad_input",
+       ACCINTE_META(gelu_backward)},
+      {"silu_backward", "silu_backward.grad_input",
+       ACCINTE_META(silu_backward)},
+      // Reductions.
+      {"sum.dim_IntList", "sum.IntList_out", ACCINTE_META(sum)},
+      {"mean.dim", "mean.out", ACCINTE_META(mean)},
+      {"amax", "amax.out", ACCINTE_META(amax)},
+      {"amin", "amin.out", ACCINTE_META(amin)},
+      {"max.dim", "max.dim_max", ACCINTE_META(max)},
+      {"min.dim", "min.dim_min", ACCINTE_META(min)},
+      {"argmax", "argmax.out", ACCINTE_META(argmax)},
+      {"linalg_vector_norm", "linalg_vector_norm.out",
+       ACCINTE_META(linalg_vector_norm)},
+      // Matrix products.
+      {"mm", "mm.out", ACCINTE_META(mm)},
+      {"mm.out", "", ACCINTE_META(mm_outf)},
+      {"addmm", "addmm.out", ACCINTE_META(addmm)}, // LITERALINCLUDE EMPHASIZE
+      {"addmm_", "", ACCINTE_META(addmm_)},
+      {"addmm.out", "", ACCINTE_META(addmm_outf)},
+      {"bmm", "bmm.out", ACCINTE_META(bmm)},
+      {"baddbmm", "baddbmm.out", ACCINTE_META(baddbmm)},
+      // Softmax, the negative log-likelihood loss, and their backward.
+      {"_softmax", "_softmax.out", ACCINTE_META(_softmax)},
+      {"_log_softmax", "_log_softmax.out", ACCINTE_META(_log_softmax)},
+      {"_softmax_backward_data", "_softmax_backward_data.out",
+       ACCINTE_META(_softmax_backward_data)},
+      {"_log_softmax_backward_data", "_log_softmax_backward_data.out",
+       ACCINTE_META(_log_softmax_backward_data)},
+      {"nll_loss_forward", "nll_loss_forward.output",
+       ACCINTE_META(nll_loss_forward_symint)},
+      {"nll_loss_backward", "nll_loss_backward.grad_input",
+       ACCINTE_META(nll_loss_backward_symint)},
+      // Filling and joining.
+      {"fill_.Scalar", "", ACCINTE_META_OF(fill_, Tensor & (Tensor&, Scalar))},
+      {"fill_.Tensor", "", ACCINTE_META_OF(fill_, Tensor & (Tensor&, In))},
+      {"zero_", "", ACCINTE_META(zero_)},
+      {"cat", "cat.out", ACCINTE_META(cat)},
+  };
+  return operators;
+}
+// LITERALINCLUDE END: CH09_TABLE
+
+/** The dispatcher's handle of "name.overload" in the aten namespace. */
+c10::OperatorHandle atenOperator(std::string_view qualified) {
+  const size_t dot = qualified.find('.');
+  const std::string name = "aten::" + std::string(qualified.substr(0, dot));
+  const std::string overload = dot == std::string_view::npos
+                                   ? ""
+                                   : std::string(qualified.substr(dot + 1));
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(),
+                                                        overload.c_str());
+}
+
+bool isWritten(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+
+/** `value` with every defined tensor, alone or in a list, replaced by
+ * `map(tensor)`. */
+template <typename Map>
+c10::IValue mapTensors(const c10::IValue& value, Map&& map) {
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    return tensor.defined() ? c10::IValue(map(tensor)) : value;
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> mapped;
+    for (const at::Tensor& tensor : value.toTensorVector()) {
+      mapped.push_back(tensor.defined() ? map(tensor) : tensor);
+    }
+    return mapped;
+  }
+  return value;
+}
+
+/** Calls `visit(position, element, tensor)` for every defined tensor of
+ * `values`; `element` is the index in a list, or -1. */
+template <typename Visit>
+void forEachTensorAt(c10::ArrayRef<c10::IValue> values, Visit&& visit) {
+  for (size_t position = 0; position < values.size(); ++position) {
+    const c10::IValue& value = values[position];
+    if (value.isTensor() && value.toTensor().defined()) {
+      visit(position, int64_t{-1}, value.toTensor());
+    } else if (value.isTensorList()) {
+      const c10::List<at::Tensor> list = value.toTensorList();
+      for (size_t element = 0; element < list.size(); ++element) {
+        const at::Tensor tensor = list.get(element);
+        if (tensor.defined()) {
+          visit(position, static_cast<int64_t>(element), tensor);
+        }
+      }
+    }
+  }
+}
+
+// LITERALINCLUDE START: CH09_DEVICE_CHECK
+/**
+ * The accinte device the operator runs on: the device of its accinte tensors.
+ *
+ * Raises the error CUDA raises for tensors on two accinte devices, or for a
+ * CPU tensor that is not a 0-dim scalar (a 0-dim CPU tensor is a scalar
+ * argument: its value is read at launch).
+ */
+c10::Device deviceOf(const c10::OperatorHandle& op,
+                     c10::ArrayRef<c10::IValue> arguments) {
+  std::optional<c10::Device> device;
+  std::optional<c10::Device> host;
+  forEachTensorAt(arguments, [&](size_t, int64_t, const at::Tensor& tensor) {
+    if (!tensor.is_privateuseone()) {
+      if (tensor.dim() > 0 || !tensor.is_cpu()) {
+        host = tensor.device();
+      }
+    } else if (!device.has_value()) {
+      device = tensor.device();
+    } else if (*device != tensor.device()) {
+      host = tensor.device();
+    }
+  });
+  // NB: the dispatcher picked this kernel because an accinte tensor is here.
+  TORCH_INTERNAL_ASSERT(device.has_value());
+  TORCH_CHECK(!host.has_value(),
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ",
+              *device, " and ", *host, "! (when checking arguments of ",
+              op.schema().operator_name(), ")");
+  return *device;
+}
+// LITERALINCLUDE END: CH09_DEVICE_CHECK
+
+/** A tensor of the same sizes, strides and dtype on the Meta device. */
+at::Tensor metaLike(const at::Tensor& tensor) {
+  at::Tensor meta = at::detail::empty_strided_meta(
+      tensor.sizes(), tensor.strides(), tensor.scalar_type());
+  // NB: a Python number arrives as a "wrapped" 0-dim tensor, which type
+  // promotion ranks below every tensor: `int_tensor + 1.5` is float, but
+  // `int_tensor + 1.5` with a 0-dim float *tensor* as well.
+  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
+    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
+  return meta;
+}
+
+/** A copy, taken now, of a 0-dim host tensor that a kernel will read. */
+at::Tensor hostScalarSnapshot(const at::Tensor& tensor) {
+  at::Tensor snapshot = tensor.clone();
+  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
+    snapshot.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
+  return snapshot;
+}
+
+// LITERALINCLUDE START: CH09_KERNEL_ARGUMENTS
+/**
+ * The arguments of one launch, held the way a kernel may hold them: the
+ * accinte tensors as KernelTensor (memory and layout, never ownership), the
+ * host scalars as copies taken at launch, everything else by value.
+ */
+class KernelArguments {
+ public:
+  /** Takes `values` apart; an accinte tensor becomes a KernelTensor. */
+  explicit KernelArguments(c10::ArrayRef<c10::IValue> values)
+      : values_(values.begin(), values.end()) {
+    for (c10::IValue& value : values_) {
+      if (value.isTensorList()) {
+        value = value.toTensorList().copy();
+      }
+    }
+    forEachTensorAt(values, [&](size_t position, int64_t element,
+                                const at::Tensor& tensor) {
+      at::Tensor held;
+      if (tensor.is_privateuseone()) {
+        tensors_.emplace_back(tensor);
+        slots_.push_back({position, element});
+        if (tensor.numel() > 0) {
+          buffers_.push_back(tensors_.back().buffer());
+        }
+      } else {
+        held = hostScalarSnapshot(tensor);
+      }
+      // NB: the accinte tensor itself must not stay in the arguments: an
+      // undefined tensor holds its place until the kernel puts a view there.
+      if (element < 0) {
+        values_[position] = held;
+      } else {
+        values_[position].toTensorList().set(element, held);
+      }
+    });
+  }
+
+  /** The device pointers the launch must make accessible. */
+  const std::vector<const void*>& buffers() const {
+    return buffers_;
+  }
+
+  /** On the worker: the arguments, with CPU views of the device memory. */
+  torch::jit::Stack cpuStack() const {
+    torch::jit::Stack stack(values_.begin(), values_.end());
+    // NB: a c10::List is shared by every IValue copied from it: each call
+    // fills a list of its own.
+    for (c10::IValue& value : stack) {
+      if (value.isTensorList()) {
+        value = value.toTensorList().copy();
+      }
+    }
+    for (size_t index = 0; index < slots_.size(); ++index) {
+      const Slot& slot = slots_[index];
+      at::Tensor view = tensors_[index].cpuView();
+      if (slot.element < 0) {
+        stack[slot.position] = std::move(view);
+      } else {
+        stack[slot.position].toTensorList().set(slot.element, std::move(view));
+      }
+    }
+    return stack;
+  }
+
+ private:
+  /** Where a device tensor goes: an argument, or an element of a list. */
+  struct Slot {
+    size_t position;
+    int64_t element;
+  };
+
+  std::vector<c10::IValue> values_;
+  std::vector<KernelTensor> tensors_;
+  std::vector<Slot> slots_;
+  std::vector<const void*> buffers_;
+};
+// LITERALINCLUDE END: CH09_KERNEL_ARGUMENTS
+
+// LITERALINCLUDE START: CH09_LAUNCH
+/**
+ * Enqueues `body` on the current stream of `device` with `buffers`
+ * accessible: launchOnCurrentStream() for a list of buffers known only at run
+ * time.
+ */
+template <typename Body>
+void launchWithBuffers(c10::DeviceIndex device,
+                       const std::vector<const void*>& buffers, Body&& body) {
+  // NB: as launchOnCurrentStream() does, only the message of a c10::Error
+  // is kept: its backtrace is the worker's, not the caller's.
+  ACCINTE_CHECK(accinte::launchKernel(
+      nativeStream(currentStream(device)), buffers.data(), buffers.size(),
+      [body = std::forward<Body>(body)]() mutable {
+        try {
+          body();
+        } catch (const c10::Error& error) {
+          throw std::runtime_error(error.what_without_backtrace());
+        }
+      }));
+}
+// LITERALINCLUDE END: CH09_LAUNCH
+
+// LITERALINCLUDE START: CH09_CPU_KERNEL_ON_DEVICE
+/**
+ * The boxed accinte kernel of every operator of nativeOperators().
+ *
+ * On the host: checks the devices, runs the operator's Meta kernel (which
+ * checks everything else and computes the results' sizes, strides and
+ * dtype), allocates the results on the device, or resizes the `out=`
+ * arguments as the CPU would. On the device: one kernel that runs ATen's CPU
+ * kernel on views of the device memory.
+ */
+class CpuKernelOnDevice final : public c10::OperatorKernel {
+ public:
+  CpuKernelOnDevice(const c10::OperatorHandle& op, c10::KernelFunction meta,
+                    std::optional<c10::OperatorHandle> out_overload)
+      : meta_(std::move(meta)), out_overload_(std::move(out_overload)) {
+    const c10::FunctionSchema& schema = op.schema();
+    const auto& arguments = schema.arguments();
+    for (size_t index = 0; index < arguments.size(); ++index) {
+      if (isWritten(arguments[index])) {
+        written_.push_back(index);
+      }
+    }
+    // Which argument each result of an in-place or out= operator is.
+    for (const c10::Argument& result : schema.returns()) {
+      TORCH_INTERNAL_ASSERT(result.alias_info() != nullptr || written_.empty(),
+                            schema, ": a result that is not an argument");
+      if (result.alias_info() == nullptr) {
+        continue;
+      }
+      for (size_t index : written_) {
+        if (arguments[index].alias_info()->beforeSets() ==
+            result.alias_info()->beforeSets()) {
+          result_arguments_.push_back(index);
+        }
+      }
+    }
+    TORCH_INTERNAL_ASSERT(written_.empty() || !out_overload_.has_value(),
+                          schema, " writes its arguments: it runs as itself");
+    if (out_overload_.has_value()) {
+      // NB: an out= overload takes the operator's arguments, then one
+      // output per result, in order.
+      TORCH_INTERNAL_ASSERT(out_overload_->schema().arguments().size() ==
+                                arguments.size() + schema.returns().size(),
+                            out_overload_->schema(),
+                            " is not the out= overload of ", schema);
+    }
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                  torch::jit::Stack* stack) {
+    const size_t count = op.schema().arguments().size();
+    const c10::ArrayRef<c10::IValue> arguments =
+        torch::jit::last(*stack, count);
+    const c10::Device device = deviceOf(op, arguments);
+
+    // 1. ATen's Meta function checks the arguments and shapes the results.
+    torch::jit::Stack meta;
+    meta.reserve(count);
+    for (const c10::IValue& value : arguments) {
+      meta.push_back(mapTensors(value, metaLike)); // LITERALINCLUDE EMPHASIZE
+    }
+    meta_.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta),
+                    &meta); // LITERALINCLUDE EMPHASIZE
+
+    // 2. The results: new device tensors, or the arguments they write.
+    std::vector<c10::IValue> results;
+    if (written_.empty()) {
+      results.reserve(meta.size());
+      for (const c10::IValue& shaped : meta) {
+        results.push_back(mapTensors(shaped, [&](const at::Tensor& like) {
+          return at::empty_strided(like.sizes(),
+                                   like.strides(), // LITERALINCLUDE EMPHASIZE
+                                   like.options().device(device));
+        }));
+      }
+    } else {
+      checkOverlap(op, arguments);
+    }
+    resizeOutArguments(arguments, meta);
+
+    // 3. One kernel runs ATen's CPU kernel on the device memory.
+    const bool writes_results = out_overload_.has_value() || !written_.empty();
+    std::vector<c10::IValue> launched(arguments.begin(), arguments.end());
+    if (out_overload_.has_value()) {
+      launched.insert(launched.end(), results.begin(), results.end());
+    }
+    if (anyElements(written_.empty() ? results : launched)) {
+      KernelArguments kernel_arguments(launched);
+      std::vector<const void*> buffers = kernel_arguments.buffers();
+      KernelArguments outputs(writes_results
+                                  ? c10::ArrayRef<c10::IValue>()
+                                  : c10::ArrayRef<c10::IValue>(results));
+      buffers.insert(buffers.end(), outputs.buffers().begin(),
+                     outputs.buffers().end());
+      const c10::OperatorHandle cpu_op = out_overload_.value_or(op);
+      launchWithBuffers( // LITERALINCLUDE EMPHASIZE
+          device.index(), buffers,
+          [cpu_op, kernel_arguments = std::move(kernel_arguments),
+           outputs = std::move(outputs), writes_results] {
+            // NB: the views are plain CPU tensors: nothing above the CPU
+            // kernel (autograd, the lazy conjugation of a view) is left to
+            // do. The operators whose PrivateUse1 kernel receives a
+            // conjugated tensor are the ones whose kernels resolve it, on
+            // the CPU as well.
+            const at::AutoDispatchBelowADInplaceOrView below_autograd;
+            torch::jit::Stack cpu = kernel_arguments.cpuStack();
+            cpu_op.redispatchBoxed( // LITERALINCLUDE EMPHASIZE
+                c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+            if (!writes_results) {
+              copyInto(outputs.cpuStack(), cpu);
+            }
+          });
+    }
+
+    // 4. The results replace the arguments on the stack.
+    if (!written_.empty()) {
+      results.clear();
+      for (size_t index : result_arguments_) {
+        results.push_back(arguments[index]);
+      }
+    }
+    torch::jit::drop(*stack, count);
+    for (c10::IValue& result : results) {
+      torch::jit::push(*stack, std::move(result));
+    }
+  }
+
+ private:
+  /**
+   * Gives each out= argument the sizes and strides the Meta kernel gave its
+   * stand-in: ATen's out= kernels resize a wrong-sized output (with a
+   * warning, which the Meta kernel gave), and the device kernel then writes
+   * a view of exactly that shape.
+   */
+  void resizeOutArguments(c10::ArrayRef<c10::IValue> arguments,
+                          const torch::jit::Stack& meta) const {
+    for (size_t result = 0; result < result_arguments_.size(); ++result) {
+      const at::Tensor& target =
+          arguments[result_arguments_[result]].toTensor();
+      const at::Tensor& shaped = meta[result].toTensor();
+      if (target.sizes() != shaped.sizes()) {
+        target.resize_(shaped.sizes());
+      }
+      if (target.strides() != shaped.strides()) {
+        target.as_strided_(shaped.sizes(), shaped.strides());
+      }
+    }
+  }
+
+  /**
+   * As TensorIterator does on the CPU: a written tensor must not overlap
+   * itself, nor partly overlap an input (the same memory, in place, is
+   * fine). The CPU kernel would check too, but on the stream's worker, where
+   * a user's mistake could only surface as a failed launch.
+   */
+  void checkOverlap(const c10::OperatorHandle& op,
+                    c10::ArrayRef<c10::IValue> arguments) const {
+    // NB: a fill writes the same value through every alias of an element,
+    // so the CPU lets it write a tensor that overlaps itself (an expanded
+    // one).
+    const std::string& name = op.schema().name();
+    const bool fill = name == "aten::fill_" || name == "aten::zero_" ||
+                      name == "aten::masked_fill_" ||
+                      name == "aten::_foreach_zero_";
+    for (size_t index : written_) {
+      forEachTensorAt(
+          arguments.slice(index, 1),
+          [&](size_t, int64_t element, const at::Tensor& written) {
+            if (!fill) {
+              at::assert_no_internal_overlap(written);
+            }
+            forEachTensorAt(arguments, [&](size_t position,
+                                           int64_t other_element,
+                                           const at::Tensor& input) {
+              const bool same_list_element =
+                  element < 0 || other_element < 0 || other_element == element;
+              if (!isWritten(op.schema().arguments()[position]) &&
+                  same_list_element) {
+                at::assert_no_partial_overlap(written, input);
+              }
+            });
+          });
+    }
+  }
+
+  static bool anyElements(c10::ArrayRef<c10::IValue> values) {
+    bool any = false;
+    forEachTensorAt(values, [&](size_t, int64_t, const at::Tensor& tensor) {
+      any |= tensor.numel() > 0;
+    });
+    return any;
+  }
+
+  /** Copies the CPU results of a functional kernel into the views of the
+   * device outputs. */
+  static void copyInto(const torch::jit::Stack& outputs,
+                       const torch::jit::Stack& results) {
+    TORCH_INTERNAL_ASSERT(outputs.size() == results.size());
+    for (size_t index = 0; index < outputs.size(); ++index) {
+      outputs[index].toTensor().copy_(results[index].toTensor());
+    }
+  }
+
+  c10::KernelFunction meta_;
+  std::optional<c10::OperatorHandle> out_overload_;
+  std::vector<size_t> written_;
+  std::vector<size_t> result_arguments_;
+};
+// LITERALINCLUDE END: CH09_CPU_KERNEL_ON_DEVICE
+
+} // namespace
+
+// LITERALINCLUDE START: CH09_REGISTER
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const NativeOperator& entry : nativeOperators()) {
+    const c10::OperatorHandle op = atenOperator(entry.name);
+    std::optional<c10::OperatorHandle> out_overload;
+    if (!entry.out_overload.empty()) {
+      out_overload = atenOperator(entry.out_overload);
+    }
+    m.impl(std::string(entry.name).c_str(),          // LITERALINCLUDE EMPHASIZE
+           torch::CppFunction::makeFromBoxedFunctor( // LITERALINCLUDE EMPHASIZE
+               std::make_unique<CpuKernelOnDevice>(op, entry.meta,
+                                                   std::move(out_overload))));
+  }
+}
+// LITERALINCLUDE END: CH09_REGISTER
+
+std::vector<std::string> nativeKernelOperators() {
+  std::vector<std::string> names;
+  for (const NativeOperator& entry : nativeOperators()) {
+    names.emplace_back(entry.name);
+  }
+  return names;
+}
+
+} // namespace accinte

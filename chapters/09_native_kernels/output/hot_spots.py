@@ -1,0 +1,44 @@
+"""Which operators of a training step still take the CPU fallback, in
+stage 09.
+
+Records one training step of two models with ``torch.accinte.record_fallbacks``:
+the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD), which now runs
+entirely on native kernels, and a small transformer-style block (layer
+norm, GELU, Adam), which still has hot spots left. Prints the operators and
+their call counts; the times are left out, as they change from run to run.
+"""
+
+import torch
+import torch.nn.functional as F
+import torch_accinte  # noqa: F401
+
+
+def fallback_calls(model: torch.nn.Module, optimizer_class) -> dict:
+    """The fallback calls of one training step of ``model`` on accinte."""
+    model = model.to("accinte")
+    optimizer = optimizer_class(model.parameters(), lr=1e-3)
+    inputs = torch.randn(64, 256).to("accinte")
+    targets = torch.randint(0, 10, (64,)).to("accinte")
+    with torch.accinte.record_fallbacks() as record:
+        optimizer.zero_grad()
+        F.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+    return record.calls
+
+
+def show(title: str, calls: dict) -> None:
+    print(title)
+    if not calls:
+        print("  no operator took the CPU fallback")
+    for op, count in sorted(calls.items(), key=lambda item: (-item[1], item[0])):
+        print(f"  {op:<40} {count:>3} calls")
+
+
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                          torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                          torch.nn.Linear(256, 10))
+block = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.LayerNorm(256),
+                            torch.nn.GELU(), torch.nn.Linear(256, 10))
+show("MLP, ReLU, SGD:", fallback_calls(mlp, torch.optim.SGD))
+show("Linear, LayerNorm, GELU, Adam:", fallback_calls(block, torch.optim.Adam))

@@ -1,0 +1,307 @@
+"""Chapter 09: the native kernels compute what the CPU computes, on the
+device's stream, and refuse bad input on the host before anything runs.
+
+Every case also runs under ``torch.accinte.record_fallbacks()``: a case that
+silently took the CPU fallback would still match the CPU, and only the
+recording tells the native kernel was used.
+"""
+
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_accinte import _C
+
+# Long enough never to expire while a test runs; short enough that a broken
+# test fails instead of hanging.
+GATE_TIMEOUT = 30.0
+
+
+def sample(*shape, dtype=torch.float32, seed=0, low=-3.0, high=3.0):
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.rand(shape, generator=generator, dtype=torch.float64)
+    return (values * (high - low) + low).to(dtype)
+
+
+def to_device(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("accinte")
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(item) for item in value)
+    return value
+
+
+def run_both(function, *inputs):
+    """``function`` on CPU inputs and on their accinte copies, recording the
+    fallback on the device side; returns (cpu result, device result)."""
+    expected = function(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+    with torch.accinte.record_fallbacks() as record:
+        result = function(*to_device(list(inputs)))
+    assert record.calls == {}, f"took the CPU fallback: {record.calls}"
+    return expected, result
+
+
+def assert_same(expected, result):
+    if isinstance(expected, (tuple, list)):
+        assert len(expected) == len(result)
+        for e, r in zip(expected, result):
+            assert_same(e, r)
+        return
+    assert result.device.type == "accinte"
+    assert result.dtype == expected.dtype
+    torch.testing.assert_close(result.cpu(), expected)
+
+
+a23, b3, c23 = sample(2, 3), sample(3, seed=1), sample(2, 3, seed=2)
+positive = sample(4, 5, low=0.1, high=4.0, seed=3)
+ints = torch.arange(-6, 6).reshape(3, 4)
+matrix, vector = sample(5, 4, seed=4), sample(4, 6, seed=5)
+batch = sample(3, 2, 4, seed=6), sample(3, 4, 5, seed=7)
+logits, targets = sample(6, 5, seed=8), torch.tensor([0, 4, 2, 1, 3, 2])
+
+CASES = {
+    # broadcasting, and type promotion with tensors, 0-dim tensors and
+    # Python numbers
+    "add broadcast": (lambda x, y: torch.add(x, y, alpha=2), a23, b3),
+    "int + float tensor": (torch.add, ints, sample(4)),
+    "int + python float": (lambda x: x + 1.5, ints),
+    "float + 0-dim double on CPU": (lambda x: x + torch.tensor(2.0, dtype=torch.float64), a23),
+    "int * 0-dim float on CPU": (lambda x: x * torch.tensor(0.5), ints),
+    "sub": (torch.sub, a23, c23),
+    "mul": (torch.mul, a23, b3),
+    "div": (torch.div, a23, positive[:2, :3]),
+    "div floor": (lambda x, y: torch.div(x, y, rounding_mode="floor"), ints, torch.tensor(4)),
+    "true division of ints": (torch.div, ints, torch.tensor([3, 2, 5, 7])),
+    "maximum": (torch.maximum, a23, c23),
+    "minimum": (torch.minimum, a23, b3),
+    "pow scalar": (lambda x: x ** 2, a23),
+    "pow tensor": (torch.pow, positive, sample(5, seed=9)),
+    "addcmul": (lambda x, y, z: torch.addcmul(x, y, z, value=0.5), a23, b3, c23),
+    "addcdiv": (lambda x, y, z: torch.addcdiv(x, y, z, value=2), a23, c23, positive[1, :3]),
+    "lerp": (lambda x, y: torch.lerp(x, y, 0.25), a23, c23),
+    "comparisons": (lambda x, y: (x < y, x <= y, x > y, x >= y, x == y, x != y), a23, b3),
+    "comparisons with a scalar": (lambda x: (x < 0, x <= 1, x > 0, x >= 1, x == 0, x != 0), ints),
+    # unary functions and activations
+    "exp log sqrt rsqrt": (lambda x: (x.exp(), x.log(), x.sqrt(), x.rsqrt()), positive),
+    "sigmoid tanh relu gelu silu": (lambda x: (x.sigmoid(), x.tanh(), x.relu(), F.gelu(x),
+                                               F.gelu(x, approximate="tanh"), F.silu(x)), a23),
+    "clamp": (lambda x: (x.clamp(-1, 1), x.clamp(min=0.5), x.clamp_min(0), x.clamp_max(0)), a23),
+    "relu of ints": (torch.relu, ints),
+    # reductions
+    "sum": (lambda x: (x.sum(), x.sum(0), x.sum(1, keepdim=True), x.sum(dtype=torch.float64)), a23),
+    "sum of ints": (lambda x: x.sum(1), ints),
+    "mean amax amin": (lambda x: (x.mean(), x.mean(1), x.amax(0), x.amin((0, 1))), positive),
+    "max min argmax": (lambda x: (*x.max(1), *x.min(0, keepdim=True), x.argmax(), x.argmax(1)), positive),
+    "norms": (lambda x: (torch.linalg.vector_norm(x), torch.linalg.vector_norm(x, 1, dim=1)), a23),
+    # matrix products
+    "mm": (torch.mm, matrix, vector),
+    "matmul of a transposed view": (lambda x, y: x.t() @ y, sample(4, 5), vector),
+    "addmm": (lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2), sample(6), matrix, vector),
+    "bmm": (torch.bmm, *batch),
+    "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y), sample(3, 2, 5), *batch),
+    "linear": (F.linear, matrix, sample(3, 4), sample(3)),
+    # softmax and losses
+    "softmax": (lambda x: (x.softmax(1), x.log_softmax(0)), logits),
+    "cross entropy": (F.cross_entropy, logits, targets),
+    "nll loss, summed, weighted, ignoring": (
+        lambda x, t, w: F.nll_loss(x, t, weight=w, reduction="sum", ignore_index=2),
+        logits, targets, sample(5, low=0.5, high=2.0)),
+    # filling and joining
+    "fill zero": (lambda x: (x.clone().fill_(3.5), x.clone().zero_(), torch.zeros_like(x)), a23),
+    "cat": (lambda x, y: torch.cat([x, y, x], 1), a23, c23),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_matches_cpu_without_the_fallback(name):
+    function, *inputs = CASES[name]
+    assert_same(*run_both(function, *inputs))
+
+
+@pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_", "pow_", "lerp_",
+                                  "exp_", "sqrt_", "sigmoid_", "tanh_", "relu_",
+                                  "clamp_min_", "addcmul_", "addcdiv_"])
+def test_in_place_on_a_strided_view(name):
+    base = sample(6, 8, low=0.5, high=2.0)
+    arguments = {
+        "add_": (sample(3, 1),), "sub_": (sample(4),), "mul_": (2.0,), "div_": (sample(3, 4, seed=3),),
+        "pow_": (2,), "lerp_": (sample(4), 0.5), "clamp_min_": (1.0,),
+        "addcmul_": (sample(4), sample(3, 4)), "addcdiv_": (sample(4), sample(3, 4, low=1.0)),
+    }.get(name, ())
+
+    def in_place(x, *args):
+        getattr(x[::2, 1::2], name)(*args)
+        return x
+
+    assert_same(*run_both(in_place, base, *arguments))
+
+
+@pytest.mark.parametrize("function", [
+    lambda x, y, out: torch.add(x, y, out=out),
+    lambda x, y, out: torch.mm(x, y.t(), out=out),
+    lambda x, y, out: torch.cat([x, y], out=out),
+    lambda x, y, out: torch.sum(x, 0, out=out),
+], ids=["add", "mm", "cat", "sum"])
+@pytest.mark.parametrize("out_shape", [(0,), (3, 4)], ids=["empty", "fitting"])
+def test_out_arguments_are_resized_and_returned(function, out_shape):
+    x, y = sample(3, 4), sample(3, 4, seed=1)
+    out = torch.empty(out_shape, device="accinte")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resize warning, tested below
+        expected = function(x, y, torch.empty(out_shape))
+        result = function(x.to("accinte"), y.to("accinte"), out)
+    assert result is out
+    assert out.shape == expected.shape and out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_resizing_a_non_empty_out_warns_as_on_the_cpu():
+    x = sample(3, 4)
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        torch.add(x, x, out=torch.empty(5))
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        torch.add(x.to("accinte"), x.to("accinte"), out=torch.empty(5, device="accinte"))
+
+
+def test_out_into_a_non_contiguous_view():
+    x, y = sample(4, 3), sample(4, 3, seed=1)
+    target = torch.zeros(3, 4, device="accinte")
+    torch.mul(x.to("accinte"), y.to("accinte"), out=target.t())
+    torch.testing.assert_close(target.cpu(), (x * y).t())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16,
+                                   torch.int32, torch.uint8, torch.bool, torch.complex64],
+                         ids=str)
+def test_dtypes(dtype):
+    x = sample(5, 6, dtype=torch.float64, low=0.0, high=5.0).to(dtype)
+    y = sample(6, dtype=torch.float64, seed=1, low=0.0, high=5.0).to(dtype)
+    assert_same(*run_both(lambda p, q: (p * q, p + q, p == q, p.sum(0)), x, y))
+
+
+def test_empty_tensors():
+    empty = torch.empty(0, 3)
+    assert_same(*run_both(lambda x: (x + 1, x.sum(0), x.sum(1), x @ torch.ones(3, 2, device=x.device)),
+                          empty))
+
+
+def test_mlp_training_step_needs_no_fallback():
+    with torch.random.fork_rng(device_type="accinte"):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 32), torch.nn.GELU(),
+                                    torch.nn.Linear(32, 4))
+        inputs, targets = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    device_model = copy.deepcopy(model).to("accinte")
+    for net, x, y in ((model, inputs, targets),
+                      (device_model, inputs.to("accinte"), targets.to("accinte"))):
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        with torch.accinte.record_fallbacks() as record:
+            for _ in range(3):
+                optimizer.zero_grad()
+                F.cross_entropy(net(x), y).backward()
+                optimizer.step()
+        if x.device.type == "accinte":
+            assert record.calls == {}, f"took the CPU fallback: {record.calls}"
+    for cpu_parameter, device_parameter in zip(model.parameters(), device_model.parameters()):
+        torch.testing.assert_close(device_parameter.cpu(), cpu_parameter)
+
+
+def test_gradients_through_native_kernels():
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(5, 4, dtype=torch.float64, generator=generator).to("accinte").requires_grad_()
+    bias = torch.randn(5, dtype=torch.float64, generator=generator).to("accinte").requires_grad_()
+    x = torch.randn(3, 4, dtype=torch.float64, generator=generator).to("accinte")
+    target = torch.tensor([0, 4, 2]).to("accinte")
+
+    def loss(w, b):
+        hidden = torch.tanh(F.linear(x, w, b)) * torch.sigmoid(F.linear(x, w, b))
+        return F.cross_entropy(hidden, target)
+
+    assert torch.autograd.gradcheck(loss, (weight, bias))
+
+
+def test_kernels_run_on_the_current_stream():
+    host = torch.tensor([[1.0, -2.0], [3.0, -4.0]])
+    x = host.to("accinte")
+    torch.accinte.synchronize()
+    stream = torch.Stream(device="accinte:0")
+    with torch.accinte.stream(stream):
+        gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        # Each call returns at once: its kernel is queued behind the gate. A
+        # fallback would copy x to the host, which waits for the stream.
+        y = (x @ x).relu() + 1
+        total = y.sum()
+        assert not stream.query()
+        gate.open()
+        torch.testing.assert_close(total.cpu(), ((host @ host).relu() + 1).sum())
+
+
+def test_a_cpu_scalar_is_read_when_the_kernel_is_launched():
+    x = torch.ones(3).to("accinte")
+    scale = torch.tensor(2.0)
+    torch.accinte.synchronize()
+    stream = torch.Stream(device="accinte:0")
+    with torch.accinte.stream(stream):
+        gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
+        y = x * scale
+        scale.fill_(100.0)  # after the launch, before the kernel runs
+        gate.open()
+        torch.testing.assert_close(y.cpu(), torch.full((3,), 2.0))
+
+
+def test_second_device():
+    x, y = sample(3, 4), sample(4, 2, seed=1)
+    result = x.to("accinte:1") @ y.to("accinte:1")
+    assert result.device == torch.device("accinte:1")
+    torch.testing.assert_close(result.cpu(), x @ y)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: torch.ones(2, device="accinte:0") + torch.ones(2, device="accinte:1"),
+     "Expected all tensors to be on the same device, but found at least two devices, accinte:0 and accinte:1"),
+    (lambda: torch.ones(2, device="accinte") * torch.ones(2),
+     "Expected all tensors to be on the same device, but found at least two devices, accinte:0 and cpu"),
+    (lambda: torch.ones(2, 3, device="accinte") + torch.ones(4, device="accinte"),
+     r"The size of tensor a \(3\) must match the size of tensor b \(4\)"),
+    (lambda: torch.ones(2, 3, device="accinte") @ torch.ones(2, 3, device="accinte"),
+     r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 2x3\)"),
+    (lambda: torch.ones(2, dtype=torch.long, device="accinte").add_(torch.ones(2, device="accinte")),
+     "result type Float can't be cast to the desired output type Long"),
+    (lambda: torch.ones(3, device="accinte").add_(torch.ones(2, 3, device="accinte")),
+     "doesn't match the broadcast shape"),
+    (lambda: torch.relu(torch.ones(2, dtype=torch.bool, device="accinte")),
+     "Boolean inputs not supported for relu"),
+])
+def test_bad_input_is_refused_before_the_launch(call, error):
+    with pytest.raises(RuntimeError, match=error):
+        call()
+    # Nothing was launched: the stream has no failure to report.
+    torch.accinte.synchronize()
+
+
+def test_partial_overlap_is_refused_on_the_host():
+    x = torch.arange(8.0, device="accinte")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.add(x[:6], 1, out=x[2:])
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        x[2:].mul_(x[:6])
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        x.expand(2, 8).add_(1)  # an output that overlaps itself
+    x.add_(x)  # the same memory, in place: allowed
+    torch.testing.assert_close(x.cpu(), torch.arange(8.0) * 2)
+    torch.accinte.synchronize()
+
+
+def test_a_bad_value_fails_on_the_stream_like_a_device_side_assert():
+    # Whether every target is a valid class is known only once the kernel
+    # reads them: as on CUDA, the error comes at the next synchronization.
+    logits = torch.zeros(2, 3, device="accinte")
+    loss = F.cross_entropy(logits, torch.tensor([0, 7]).to("accinte"))
+    with pytest.raises(RuntimeError, match="accinteErrorLaunchFailure.*Target 7 is out of bounds"):
+        torch.accinte.synchronize()
+    del loss
+    # The failure was reported once: the stream works again.
+    torch.testing.assert_close((logits + 1).cpu(), torch.ones(2, 3))
