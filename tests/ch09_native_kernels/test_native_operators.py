@@ -188,7 +188,8 @@ def test_empty_tensors():
 
 
 def test_mlp_training_step_needs_no_fallback():
-    with torch.random.fork_rng(device_type="accinte"):
+    with torch.random.fork_rng(devices=range(torch.accinte.device_count()),
+                               device_type="accinte"):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                     torch.nn.Linear(32, 32), torch.nn.GELU(),
