@@ -306,3 +306,29 @@ def test_a_bad_value_fails_on_the_stream_like_a_device_side_assert():
     del loss
     # The failure was reported once: the stream works again.
     torch.testing.assert_close((logits + 1).cpu(), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("optimizer", [
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+    lambda p: torch.optim.Adam(p, lr=0.01),
+    lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True),
+], ids=["SGD", "Adam", "AdamW-amsgrad"])
+def test_optimizer_steps_run_their_foreach_operators_natively(optimizer):
+    # The optimizers pick their multi-tensor (_foreach_*) implementation on
+    # accinte; each _foreach_ operator's composite kernel reaches the
+    # native single-tensor kernels.
+    parameters = [sample(4, 3), sample(3, seed=1), sample(2, 2, seed=2)]
+    gradients = [sample(*p.shape, seed=10 + i) for i, p in enumerate(parameters)]
+    results = []
+    for device in ("cpu", "accinte"):
+        tensors = [p.to(device, copy=True).requires_grad_() for p in parameters]
+        step = optimizer(tensors)
+        with torch.accinte.record_fallbacks() as record:
+            for _ in range(3):
+                for tensor, gradient in zip(tensors, gradients):
+                    tensor.grad = gradient.to(device)
+                step.step()
+        if device == "accinte":
+            assert record.calls == {}, f"took the CPU fallback: {record.calls}"
+        results.append([t.detach().cpu() for t in tensors])
+    torch.testing.assert_close(results[1], results[0])
