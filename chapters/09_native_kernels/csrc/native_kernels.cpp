@@ -311,26 +311,31 @@ c10::Device deviceOf(const c10::OperatorHandle& op,
 }
 // LITERALINCLUDE END: CH09_DEVICE_CHECK
 
+/**
+ * `copy`, marked as a Python number if `original` is one.
+ *
+ * NB: a Python number arrives as a "wrapped" 0-dim tensor, which type
+ * promotion ranks below a 0-dim tensor: `int_tensor + 1.5` is float32 (the
+ * default dtype), `int_tensor + torch.tensor(1.5, dtype=torch.float64)` is
+ * float64. Neither an empty_strided nor a clone keeps the mark.
+ */
+at::Tensor keepWrappedNumber(const at::Tensor& original, at::Tensor copy) {
+  if (original.unsafeGetTensorImpl()->is_wrapped_number()) {
+    copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
+  return copy;
+}
+
 /** A tensor of the same sizes, strides and dtype on the Meta device. */
 at::Tensor metaLike(const at::Tensor& tensor) {
-  at::Tensor meta = at::detail::empty_strided_meta(
-      tensor.sizes(), tensor.strides(), tensor.scalar_type());
-  // NB: a Python number arrives as a "wrapped" 0-dim tensor, which type
-  // promotion ranks below every tensor: `int_tensor + 1.5` is float, but
-  // `int_tensor + 1.5` with a 0-dim float *tensor* as well.
-  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
-    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
-  }
-  return meta;
+  return keepWrappedNumber(
+      tensor, at::detail::empty_strided_meta(tensor.sizes(), tensor.strides(),
+                                             tensor.scalar_type()));
 }
 
 /** A copy, taken now, of a 0-dim host tensor that a kernel will read. */
 at::Tensor hostScalarSnapshot(const at::Tensor& tensor) {
-  at::Tensor snapshot = tensor.clone();
-  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
-    snapshot.unsafeGetTensorImpl()->set_wrapped_number(true);
-  }
-  return snapshot;
+  return keepWrappedNumber(tensor, tensor.clone());
 }
 
 // LITERALINCLUDE START: CH09_KERNEL_ARGUMENTS
@@ -449,7 +454,10 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
  public:
   CpuKernelOnDevice(const c10::OperatorHandle& op, c10::KernelFunction meta,
                     std::optional<c10::OperatorHandle> out_overload)
-      : meta_(std::move(meta)), out_overload_(std::move(out_overload)) {
+      : meta_(std::move(meta)),
+        out_overload_(std::move(out_overload)),
+        fills_(op.schema().name() == "aten::fill_" ||
+               op.schema().name() == "aten::zero_") {
     const c10::FunctionSchema& schema = op.schema();
     const auto& arguments = schema.arguments();
     for (size_t index = 0; index < arguments.size(); ++index) {
@@ -592,18 +600,11 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
    */
   void checkOverlap(const c10::OperatorHandle& op,
                     c10::ArrayRef<c10::IValue> arguments) const {
-    // NB: a fill writes the same value through every alias of an element,
-    // so the CPU lets it write a tensor that overlaps itself (an expanded
-    // one).
-    const std::string& name = op.schema().name();
-    const bool fill = name == "aten::fill_" || name == "aten::zero_" ||
-                      name == "aten::masked_fill_" ||
-                      name == "aten::_foreach_zero_";
     for (size_t index : written_) {
       forEachTensorAt(
           arguments.slice(index, 1),
           [&](size_t, int64_t element, const at::Tensor& written) {
-            if (!fill) {
+            if (!fills_) {
               at::assert_no_internal_overlap(written);
             }
             forEachTensorAt(arguments, [&](size_t position,
@@ -640,6 +641,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
 
   c10::KernelFunction meta_;
   std::optional<c10::OperatorHandle> out_overload_;
+  // NB: a fill writes the same value through every alias of an element, so
+  // the CPU lets it write a tensor that overlaps itself (an expanded one).
+  bool fills_;
   std::vector<size_t> written_;
   std::vector<size_t> result_arguments_;
 };
