@@ -75,6 +75,19 @@ def assert_matches_cpu(module, inputs, output_seeds, **tolerance):
     torch.testing.assert_close([g.cpu() for g in grads], expected_grads, **tolerance)
 
 
+class Wrapped(nn.Module):
+    """A module called with its states as separate arguments (each a leaf
+    whose gradient the comparison checks)."""
+
+    def __init__(self, module, call):
+        super().__init__()
+        self.module = module
+        self.call = call
+
+    def forward(self, *inputs):
+        return self.call(self.module, *inputs)
+
+
 SEQUENCE, BATCH, INPUT, HIDDEN = 4, 3, 5, 6
 
 LAYER_CASES = list(itertools.product((1, 2), (False, True), (False, True), (True, False)))
@@ -98,25 +111,10 @@ def test_layers_match_cpu(kind, case):
     inputs = [sample(*shape, seed=1), sample(states, BATCH, HIDDEN, seed=2)]
     if kind is nn.LSTM:
         inputs.append(sample(states, BATCH, HIDDEN, seed=3))
-
-        def run(m, x, h, c):
-            return m(x, (h, c))
-        module = _Wrapped(module, run)
+        module = Wrapped(module, lambda m, x, h, c: m(x, (h, c)))
     # The output, h_n (and c_n) all in the loss: every state's gradient
     # flows back into the cells.
     assert_matches_cpu(module, inputs, [10, 11, 12])
-
-
-class _Wrapped(nn.Module):
-    """A module called with its states as separate arguments."""
-
-    def __init__(self, module, call):
-        super().__init__()
-        self.module = module
-        self.call = call
-
-    def forward(self, *inputs):
-        return self.call(self.module, *inputs)
 
 
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["LSTM", "GRU"])
@@ -143,7 +141,7 @@ def test_cells_match_cpu(kind, bias, with_state):
         inputs.append(sample(BATCH, HIDDEN, seed=2))
         if kind is nn.LSTMCell:
             inputs.append(sample(BATCH, HIDDEN, seed=3))
-            module = _Wrapped(module, lambda m, x, h, c: m(x, (h, c)))
+            module = Wrapped(module, lambda m, x, h, c: m(x, (h, c)))
     assert_matches_cpu(module, inputs, [10, 11])
 
 
@@ -342,7 +340,7 @@ bias12 = torch.zeros(12)
      r"Expected all tensors to be on the same device, but found at least two devices, "
      r"accinte:0 and cpu! \(when checking argument cx of aten::_thnn_fused_lstm_cell\)"),
     (lambda: lstm_cell(*on_device(gates4, gates4), state.to("accinte:1")),
-     "found at least two devices, accinte:0 and accinte:1"),
+     r"found at least two devices, accinte:0 and accinte:1! \(when checking argument cx"),
     (lambda: lstm_cell(*on_device(gates4, gates4, state.double())),
      r"_thnn_fused_lstm_cell: expected cx to have the dtype of input_gates \(Float\), but got Double"),
     (lambda: lstm_cell(*on_device(gates4.long(), gates4.long(), state.long())),
