@@ -131,6 +131,26 @@ def test_unbatched_and_float64_layers(kind):
     assert_matches_cpu(module, [sample(SEQUENCE, INPUT, dtype=torch.float64, seed=1)], [10, 11, 12])
 
 
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["LSTM", "GRU"])
+def test_packed_sequences(kind):
+    # Sequences of different lengths: each step's cell runs on the batch
+    # rows still going, a narrower batch every time.
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    module = seeded(lambda: kind(INPUT, HIDDEN, num_layers=2, bidirectional=True))
+    lengths = torch.tensor([SEQUENCE, 3, 1])
+    packed = Wrapped(module, lambda m, x: pad_packed_sequence(
+        m(pack_padded_sequence(x, lengths))[0])[0])
+    assert_matches_cpu(packed, [sample(SEQUENCE, BATCH, INPUT, seed=1)], [10])
+
+
+def test_empty_batch():
+    gates, state = torch.zeros(0, 8, device="accinte"), torch.zeros(0, 2, device="accinte")
+    assert [t.shape for t in lstm_cell(gates, gates, state)] == [(0, 2), (0, 2), (0, 8)]
+    output, _ = nn.GRU(3, 4).to("accinte")(torch.zeros(2, 0, 3, device="accinte"))
+    assert output.shape == (2, 0, 4)
+    torch.accinte.synchronize()
+
+
 @pytest.mark.parametrize("kind", [nn.LSTMCell, nn.GRUCell], ids=["LSTMCell", "GRUCell"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("with_state", [True, False], ids=["state", "nostate"])
