@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace accinte {
 
@@ -292,6 +293,25 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
 }
 // LITERALINCLUDE END: CH01_COPY_D2D
 
+std::atomic<StorageCopyObserver> storageCopyObserver{nullptr};
+
+/** Whether `tensor` is all the bytes of its storage, each once, in order. */
+bool spansItsStorage(const at::Tensor& tensor) {
+  return tensor.storage_offset() == 0 &&
+         tensor.is_non_overlapping_and_dense() &&
+         denseBytes(tensor) == tensor.storage().nbytes();
+}
+
+/** Reports a copy of all of `src`'s storage onto all of `dst`'s. */
+void reportStorageCopy(const at::Tensor& src, const at::Tensor& dst) {
+  const StorageCopyObserver observer = storageCopyObserver.load();
+  if (observer != nullptr && dst.is_privateuseone() &&
+      !dst.storage().is_alias_of(src.storage()) && sameDenseLayout(src, dst) &&
+      spansItsStorage(src) && spansItsStorage(dst)) {
+    observer(dst.storage(), src.storage());
+  }
+}
+
 // LITERALINCLUDE START: CH01_COPY_FROM
 /**
  * Writes `src` into `dst`, on the host, on the device or between them.
@@ -330,6 +350,7 @@ void copyInto(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   } else {
     copyDeviceToDevice(expanded, dst); // LITERALINCLUDE EMPHASIZE
   }
+  reportStorageCopy(expanded, dst);
 }
 
 // NB: ATen's own `copy_` (CompositeExplicitAutograd) would hand a device
@@ -524,6 +545,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // LITERALINCLUDE END: CH01_FALLBACK_HOOK
 
 } // namespace
+
+void registerStorageCopyObserver(StorageCopyObserver observer) {
+  storageCopyObserver.store(observer);
+}
 
 void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(),
