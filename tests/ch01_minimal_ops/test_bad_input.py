@@ -21,7 +21,6 @@ OUT_OF_RANGE = r"invalid device index {}: there are 2 accinte devices \(valid in
 
 # Every call of chapter 01 that takes a device index as an int.
 INDEX_CALLS = {
-    "set_device": lambda i: torch.accinte.set_device(i),
     "get_device_name": lambda i: torch.accinte.get_device_name(i),
     "get_device_properties": lambda i: torch.accinte.get_device_properties(i),
     "get_device_capability": lambda i: torch.accinte.get_device_capability(i),
@@ -38,6 +37,7 @@ INDEX_CALLS = {
 # negative index before the backend sees it, or give -1 a meaning
 # (NEGATIVE_HAS_A_MEANING).
 NON_NEGATIVE_CALLS = {
+    "set_device": lambda i: torch.accinte.set_device(i),
     "device": lambda i: torch.accinte.device(i).__enter__(),
     "current_stream": lambda i: torch.accinte.current_stream(i),
     "Stream": lambda i: torch.accinte.Stream(device=i),
@@ -68,8 +68,8 @@ def test_out_of_range_and_negative_indices_are_refused(call, index):
     assert_usable()
 
 
-NEGATIVE_HAS_A_MEANING = {"device", "current_stream", "accelerator.set_device_index",
-                          "accelerator.current_stream"}
+NEGATIVE_HAS_A_MEANING = {"set_device", "device", "current_stream",
+                          "accelerator.set_device_index", "accelerator.current_stream"}
 
 
 @pytest.mark.parametrize("name", NON_NEGATIVE_CALLS.keys())
@@ -86,12 +86,16 @@ def test_out_of_range_indices_are_refused_and_negative_ones_do_not_parse(name):
 
 
 def test_documented_meanings_of_a_negative_index():
-    # As torch.cuda: device(-1) and torch.accelerator.set_device_index(-1)
-    # do nothing, and current_stream(-1) is the current device's stream.
+    # As torch.cuda: device(-1), set_device with any negative index and
+    # torch.accelerator.set_device_index(-1) do nothing, and
+    # current_stream(-1) is the current device's stream.
     with torch.accinte.device(-1):
         assert torch.accinte.current_device() == 0
     torch.accelerator.set_device_index(-1)
     with torch.accinte.device(1):
+        for index in (-1, -2):
+            torch.accinte.set_device(index)
+            assert torch.accinte.current_device() == 1
         assert torch.accinte.current_stream(-1) == torch.accinte.default_stream(1)
         assert torch.accelerator.current_stream(-1).device_index == 1
     # Below -1 there is no meaning left.

@@ -1,12 +1,17 @@
-"""Chapter 10: the format tag, a ``c10::BackendMeta`` on accinte tensors.
+"""Chapter 10: the format tag of an accinte storage's bytes.
 
-What the tag must do, each checked here: read back what was set; follow the
-tensor where PyTorch copies a tensor's metadata (``detach``,
-``nn.Parameter``, ``.data``) and nowhere else (views, operator results,
-copies start plain); survive ``torch.save``/``torch.load`` onto accinte,
-``weights_only`` included, through the PrivateUse1 backend-meta registry;
-be dropped by a load onto the CPU; and refuse a format it does not know,
-whether set from Python or read from a checkpoint.
+What the tag must do, each checked here: read back what was set; belong to
+the storage, so that every tensor over the bytes (views, ``detach``,
+``nn.Parameter``, ``.data``) has it; follow the bytes into a copy of all of
+them (``clone``, ``copy.deepcopy``, another accinte device,
+``load_state_dict``) when the copy's storage has no tag of its own, and
+nowhere else (operator results, copies from the CPU and conversions start
+plain; a tagged storage keeps its tag through copies into it and in-place
+operators; a copy into part of a storage leaves its tag);
+survive ``torch.save``/``torch.load`` onto accinte, ``weights_only``
+included, through the PrivateUse1 backend-meta registry; be dropped by a
+load onto the CPU; and refuse a format it does not know, whether set from
+Python or read from a checkpoint.
 """
 
 import copy
@@ -57,33 +62,98 @@ KEPT = {
     "detach": lambda t: t.detach(),
     "nn.Parameter": lambda t: torch.nn.Parameter(t),
     "Parameter.data": lambda t: torch.nn.Parameter(t).data,
-}
-DROPPED = {
     "view": lambda t: t.view(6),
     "slice": lambda t: t[1:],
-    "operator result": lambda t: t + 1,
+    "transpose": lambda t: t.t(),
     "clone": lambda t: t.clone(),
-    "to another device": lambda t: t.to("accinte:1"),
     "copy.deepcopy": lambda t: copy.deepcopy(t),
+    "copy.deepcopy of a Parameter": lambda t: copy.deepcopy(torch.nn.Parameter(t)),
+    "to another device": lambda t: t.to("accinte:1"),
+    "to another device and back": lambda t: t.to("accinte:1").to("accinte:0"),
+    "copy_ into a whole tensor": lambda t: torch.empty(2, 3, device="accinte:1").copy_(t),
+}
+DROPPED = {
+    "operator result": lambda t: t + 1,
+    "to another dtype": lambda t: t.to(torch.float64),
+    "clone of a slice": lambda t: t[1:].clone(),
     "to the CPU and back": lambda t: t.cpu().to("accinte"),
 }
 
 
 @pytest.mark.parametrize("derive", KEPT.values(), ids=KEPT.keys())
-def test_shallow_copies_keep_the_tag(derive):
-    assert get_format(derive(tagged())) == "tiled"
+def test_the_tag_follows_the_bytes(derive):
+    original = tagged()
+    derived = derive(original)
+    assert get_format(derived) == "tiled"
+    torch.testing.assert_close(derived.cpu().reshape(-1).sort().values,
+                               torch.arange(6.0)[-derived.numel():])
+    assert get_format(original) == "tiled"
 
 
 @pytest.mark.parametrize("derive", DROPPED.values(), ids=DROPPED.keys())
-def test_new_tensors_start_plain(derive):
-    assert get_format(derive(tagged())) == "plain"
-
-
-def test_changing_a_detached_copy_leaves_the_original():
-    original = tagged("tiled")
-    detached = original.detach()
-    set_format(detached, "compressed")
+def test_new_bytes_start_plain(derive):
+    original = tagged()
+    assert get_format(derive(original)) == "plain"
     assert get_format(original) == "tiled"
+
+
+def test_tagging_any_tensor_over_a_storage_tags_them_all():
+    base = torch.arange(6.0, device="accinte").reshape(2, 3)
+    views = [base.detach(), base[1], base.t(), base.view(6)]
+    set_format(views[1], "compressed")
+    assert get_format(base) == "compressed"
+    assert [get_format(view) for view in views] == ["compressed"] * 4
+    set_format(views[0], "plain")
+    assert get_format(base) == "plain"
+
+
+def test_a_copy_of_a_whole_storage_tags_an_untagged_destination():
+    destination = torch.zeros(2, 3, device="accinte:1")
+    destination.copy_(tagged("tiled"))
+    assert get_format(destination) == "tiled"
+    torch.testing.assert_close(destination.cpu(), torch.arange(6.0).reshape(2, 3))
+
+
+def test_a_copy_into_a_tagged_storage_keeps_its_format():
+    # The copy writes values, which a device stores in the destination's
+    # format, whatever the source's.
+    destination = tagged("compressed")
+    destination.copy_(tagged("tiled"))
+    destination.copy_(torch.zeros(2, 3))
+    destination.copy_(torch.ones(2, 3, device="accinte"))
+    assert get_format(destination) == "compressed"
+    torch.testing.assert_close(destination.cpu(), torch.ones(2, 3))
+
+
+def test_in_place_operators_keep_the_format():
+    tensor = tagged("tiled")
+    tensor.add_(1)
+    tensor.mul_(torch.full((2, 3), 2.0, device="accinte"))
+    torch._foreach_add_([tensor], 1.0)
+    tensor.masked_fill_(tensor > 10, 0.0)
+    assert get_format(tensor) == "tiled"
+    expected = (torch.arange(6.0).reshape(2, 3) + 1) * 2 + 1
+    torch.testing.assert_close(tensor.cpu(), expected.masked_fill(expected > 10, 0.0))
+
+
+def test_a_copy_into_part_of_a_storage_leaves_its_format():
+    destination = torch.zeros(2, 3, device="accinte")
+    destination[1].copy_(tagged("tiled")[0])
+    assert get_format(destination) == "plain"
+    # So does a copy that broadcasts, or that converts the dtype.
+    destination.copy_(tagged("tiled")[0])
+    destination.copy_(tagged("tiled").to(torch.float64))
+    assert get_format(destination) == "plain"
+
+
+def test_storage_copies_take_the_format():
+    source = tagged("tiled")
+    copied = source.untyped_storage().clone()
+    assert get_format(torch.empty(0, device="accinte").set_(copied)) == "tiled"
+    target = torch.empty(2, 3, device="accinte:1")
+    target.untyped_storage().copy_(source.untyped_storage())
+    assert get_format(target) == "tiled"
+    torch.testing.assert_close(target.cpu(), source.cpu())
 
 
 @pytest.mark.parametrize("weights_only", [False, True])
@@ -99,12 +169,14 @@ def test_save_and_load_keep_the_tag(map_location, weights_only):
         torch.testing.assert_close(tensor.cpu(), saved[name].cpu())
 
 
-def test_each_tensor_sharing_a_storage_keeps_its_own_tag():
+def test_tensors_sharing_a_storage_share_the_tag_after_loading():
     base = tagged("tiled")
     view = base[1]
     loaded_base, loaded_view = round_trip([base, view])
-    assert (get_format(loaded_base), get_format(loaded_view)) == ("tiled", "plain")
+    assert (get_format(loaded_base), get_format(loaded_view)) == ("tiled", "tiled")
     assert loaded_base.untyped_storage().data_ptr() == loaded_view.untyped_storage().data_ptr()
+    set_format(loaded_view, "compressed")
+    assert get_format(loaded_base) == "compressed"
 
 
 def test_a_module_checkpoint_keeps_the_tags_of_its_parameters():
@@ -113,12 +185,35 @@ def test_a_module_checkpoint_keeps_the_tags_of_its_parameters():
     loaded = round_trip(model.state_dict())
     assert get_format(loaded["weight"]) == "tiled"
     assert get_format(loaded["bias"]) == "plain"
-    # NB: load_state_dict copies values into the destination's parameters,
-    # which keep their own tags.
+    # load_state_dict copies all of each loaded tensor's bytes onto all of
+    # the parameter's: an untagged parameter's bytes are then in the
+    # checkpoint's format, a tagged one keeps its own.
     fresh = torch.nn.Linear(3, 2).to("accinte")
+    set_format(fresh.bias, "compressed")
     fresh.load_state_dict(loaded)
-    assert get_format(fresh.weight) == "plain"
+    assert get_format(fresh.weight) == "tiled"
+    assert get_format(fresh.bias) == "compressed"
     torch.testing.assert_close(fresh.weight.cpu(), model.weight.cpu())
+    torch.testing.assert_close(fresh.bias.cpu(), model.bias.cpu())
+    # So does a CPU checkpoint, whose bytes have no format.
+    fresh.load_state_dict(torch.nn.Linear(3, 2).state_dict())
+    assert (get_format(fresh.weight), get_format(fresh.bias)) == ("tiled", "compressed")
+    # With assign=True the module takes the loaded tensors themselves.
+    assigned = torch.nn.Linear(3, 2).to("accinte")
+    set_format(assigned.weight, "compressed")
+    assigned.load_state_dict(round_trip(model.state_dict()), assign=True)
+    assert get_format(assigned.weight) == "tiled"
+
+
+def test_moves_and_deep_copies_of_a_module_keep_the_tags():
+    model = torch.nn.Linear(3, 2).to("accinte")
+    set_format(model.weight, "tiled")
+    assert get_format(copy.deepcopy(model).weight) == "tiled"
+    model.to("accinte:1")
+    assert get_format(model.weight) == "tiled"
+    assert get_format(model.bias) == "plain"
+    model.cpu().to("accinte")
+    assert get_format(model.weight) == "plain"
 
 
 def test_loading_onto_the_cpu_drops_the_tag():

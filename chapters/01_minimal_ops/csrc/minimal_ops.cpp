@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace accinte {
 
@@ -292,6 +293,25 @@ void copyDeviceToDevice(const at::Tensor& src, const at::Tensor& dst) {
 }
 // LITERALINCLUDE END: CH01_COPY_D2D
 
+std::atomic<StorageCopyObserver> storageCopyObserver{nullptr};
+
+/** Whether `tensor` is all the bytes of its storage, each once, in order. */
+bool spansItsStorage(const at::Tensor& tensor) {
+  return tensor.storage_offset() == 0 &&
+         tensor.is_non_overlapping_and_dense() &&
+         denseBytes(tensor) == tensor.storage().nbytes();
+}
+
+/** Reports a copy of all of `src`'s storage onto all of `dst`'s. */
+void reportStorageCopy(const at::Tensor& src, const at::Tensor& dst) {
+  const StorageCopyObserver observer = storageCopyObserver.load();
+  if (observer != nullptr && dst.is_privateuseone() &&
+      !dst.storage().is_alias_of(src.storage()) && sameDenseLayout(src, dst) &&
+      spansItsStorage(src) && spansItsStorage(dst)) {
+    observer(dst.storage(), src.storage());
+  }
+}
+
 // LITERALINCLUDE START: CH01_COPY_FROM
 /**
  * Writes `src` into `dst`, on the host, on the device or between them.
@@ -330,6 +350,7 @@ void copyInto(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   } else {
     copyDeviceToDevice(expanded, dst); // LITERALINCLUDE EMPHASIZE
   }
+  reportStorageCopy(expanded, dst);
 }
 
 // NB: ATen's own `copy_` (CompositeExplicitAutograd) would hand a device
@@ -435,6 +456,47 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
                                    source.strides());
 }
 
+// LITERALINCLUDE START: CH01_SHALLOW_COPY_TYPE
+/**
+ * Whether `keys` are those of a plain dense tensor on the CPU or on accinte.
+ *
+ * NB: the same test as ATen's own list of dense backends (Dense
+ * functionality and one of the listed backends), with the list cut down to
+ * the two devices this backend moves tensors between. A sparse, quantized
+ * or nested tensor has no Dense functionality key, and a meta tensor has
+ * the Meta backend, so none of them qualifies.
+ */
+bool isDenseOnHostOrAccinte(c10::DispatchKeySet keys) {
+  const c10::BackendComponent backend = keys.highestBackendKey();
+  return keys.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+         (backend == c10::BackendComponent::CPUBit ||
+          backend == c10::BackendComponent::PrivateUse1Bit);
+}
+
+/**
+ * `torch._has_compatible_shallow_copy_type(self, from)`: whether `from`'s
+ * TensorImpl may be shallow-copied into `self`'s, which is what
+ * `param.data = new` does.
+ *
+ * NB: nn.Module._apply keeps a module's Parameter objects across
+ * `to(device)`, `cpu()` and `to_empty()` only when this says yes; otherwise
+ * it wraps every moved tensor in a new Parameter, which unties shared
+ * weights and leaves an optimizer made before the move holding the old
+ * ones. ATen's answer (same key set, or two dense tensors of its built-in
+ * backends, or two sparse ones) leaves PrivateUse1 out, so a move between
+ * the CPU and accinte, or between two accinte devices, would never keep
+ * them. Both are plain TensorImpls over a strided storage, exactly the pair
+ * ATen accepts between the CPU and CUDA.
+ */
+bool has_compatible_shallow_copy_type(const at::Tensor& self,
+                                      const at::Tensor& from) {
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
+             from.key_set()) ||
+         (isDenseOnHostOrAccinte(self.key_set()) &&
+          isDenseOnHostOrAccinte(from.key_set()));
+}
+// LITERALINCLUDE END: CH01_SHALLOW_COPY_TYPE
+
 // LITERALINCLUDE START: CH01_REGISTER_OPS
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
@@ -452,6 +514,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset",
          TORCH_FN(set_source_storage_offset));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type",
+         TORCH_FN(has_compatible_shallow_copy_type));
 }
 // LITERALINCLUDE END: CH01_REGISTER_OPS
 
@@ -481,6 +545,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // LITERALINCLUDE END: CH01_FALLBACK_HOOK
 
 } // namespace
+
+void registerStorageCopyObserver(StorageCopyObserver observer) {
+  storageCopyObserver.store(observer);
+}
 
 void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(),

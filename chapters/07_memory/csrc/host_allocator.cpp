@@ -91,8 +91,12 @@ struct AccinteHostAllocatorImpl
     ACCINTE_CHECK(status);
   }
 
-  // NB: only reached from empty_cache on a host thread: accinteFreeHost
-  // waits for every stream and must not run on a stream's worker.
+  // NB: reached from empty_cache, and for a block larger than
+  // pinned_max_cached_size_mb (PYTORCH_ALLOC_CONF; no limit by default),
+  // which is never cached, from the free that releases it or from the event
+  // processing that finds its last copy done (in a later allocation, or on
+  // PyTorch's thread with pinned_use_background_threads). accinteFreeHost
+  // waits for every stream, and refuses to run on a stream's worker.
   void free_block(at::HostBlock<c10::Stream>* block) override {
     // LITERALINCLUDE EMPHASIZE NEXT
     const accinteError_t status = accinteFreeHost(block->ptr_);

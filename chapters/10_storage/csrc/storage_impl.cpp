@@ -45,13 +45,16 @@ AccinteStorageImpl::AccinteStorageImpl(use_byte_size_t useByteSize,
                        allocator, resizable),
       origin_(originOf(data_ptr())) {}
 
+AccinteStorageImpl* accinteStorage(c10::StorageImpl& storage) {
+  return dynamic_cast<AccinteStorageImpl*>(&storage);
+}
+
 std::optional<StorageOrigin> storageOrigin(const c10::StorageImpl& storage) {
-  const auto* accinteStorage =
-      dynamic_cast<const AccinteStorageImpl*>(&storage);
-  if (accinteStorage == nullptr) {
+  const auto* impl = dynamic_cast<const AccinteStorageImpl*>(&storage);
+  if (impl == nullptr) {
     return std::nullopt;
   }
-  return accinteStorage->origin();
+  return impl->origin();
 }
 
 namespace {

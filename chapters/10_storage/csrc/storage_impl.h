@@ -3,7 +3,8 @@
 /**
  * @file
  * The storage class of accinte tensors: a c10::StorageImpl that remembers
- * which device allocation its bytes were placed in.
+ * which device allocation its bytes were placed in, and in which format
+ * they are.
  *
  * PyTorch creates storages through c10::make_storage_impl, which calls the
  * function a backend registers with c10::SetStorageImplCreate for its device
@@ -12,10 +13,13 @@
  * storage is an AccinteStorageImpl.
  */
 
+#include <10_storage/csrc/tensor_format.h>
+
 #include <accinte/export.h>
 
 #include <c10/core/StorageImpl.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,7 +51,7 @@ struct StorageOrigin {
 
 // LITERALINCLUDE START: CH10_STORAGE_CLASS
 /** The StorageImpl of every accinte storage: a plain storage that also
- * keeps its StorageOrigin. */
+ * keeps its StorageOrigin and the format of its bytes. */
 class AccinteStorageImpl final : public c10::StorageImpl {
  public:
   /** The signature of c10::StorageImplCreateHelper; `dataPtr` must hold the
@@ -61,8 +65,21 @@ class AccinteStorageImpl final : public c10::StorageImpl {
     return origin_;
   }
 
+  /** The format the bytes are in; kPlain for a new storage. */
+  TensorFormat format() const {
+    return format_.load(std::memory_order_relaxed);
+  }
+
+  /** Records that the bytes are in `format` (they are not rearranged). */
+  void setFormat(TensorFormat format) {
+    format_.store(format, std::memory_order_relaxed);
+  }
+
  private:
   StorageOrigin origin_;
+  // NB: atomic because every tensor over the storage, in any thread, may
+  // read or set it; it orders nothing else.
+  std::atomic<TensorFormat> format_{TensorFormat::kPlain};
 };
 // LITERALINCLUDE END: CH10_STORAGE_CLASS
 
@@ -73,5 +90,9 @@ class AccinteStorageImpl final : public c10::StorageImpl {
  */
 ACCINTE_EXPORT std::optional<StorageOrigin> storageOrigin(
     const c10::StorageImpl& storage);
+
+/** `storage` as an AccinteStorageImpl, or nullptr if it is of another
+ * class (see storageOrigin). */
+ACCINTE_EXPORT AccinteStorageImpl* accinteStorage(c10::StorageImpl& storage);
 
 } // namespace accinte

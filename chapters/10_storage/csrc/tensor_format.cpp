@@ -1,5 +1,8 @@
 #include <10_storage/csrc/tensor_format.h>
 
+#include <01_minimal_ops/csrc/storage.h>
+#include <10_storage/csrc/storage_impl.h>
+
 #include <torch/csrc/jit/serialization/pickler_helper.h>
 
 #include <array>
@@ -48,10 +51,12 @@ std::optional<TensorFormat> tensorFormatFromName(std::string_view name) {
 
 // LITERALINCLUDE START: CH10_FORMAT_GET_SET
 TensorFormat tensorFormat(const at::Tensor& tensor) {
-  const auto meta =
-      tensor.unsafeGetTensorImpl()->get_backend_meta_intrusive_ptr();
-  const auto* formatMeta = dynamic_cast<const TensorFormatMeta*>(meta.get());
-  return formatMeta == nullptr ? TensorFormat::kPlain : formatMeta->format;
+  if (!tensor.has_storage()) {
+    return TensorFormat::kPlain;
+  }
+  const AccinteStorageImpl* storage =
+      accinteStorage(*tensor.storage().unsafeGetStorageImpl());
+  return storage == nullptr ? TensorFormat::kPlain : storage->format();
 }
 
 void setTensorFormat(const at::Tensor& tensor, TensorFormat format) {
@@ -59,14 +64,48 @@ void setTensorFormat(const at::Tensor& tensor, TensorFormat format) {
       tensor.device().is_privateuseone(),
       "accinte: only accinte tensors carry a format, got a tensor on ",
       tensor.device());
-  tensor.unsafeGetTensorImpl()->set_backend_meta(
-      format == TensorFormat::kPlain
-          ? nullptr
-          : c10::make_intrusive<TensorFormatMeta>(format));
+  AccinteStorageImpl* storage =
+      accinteStorage(*tensor.storage().unsafeGetStorageImpl());
+  // NB: every accinte storage PyTorch makes comes from c10::make_storage_impl
+  // (see storage_impl.h); one that did not has nowhere to keep the tag.
+  TORCH_CHECK(storage != nullptr,
+              "accinte: this tensor's storage was not made by "
+              "c10::make_storage_impl and cannot carry a format");
+  storage->setFormat(format);
 }
 // LITERALINCLUDE END: CH10_FORMAT_GET_SET
 
 namespace {
+
+// LITERALINCLUDE START: CH10_FORMAT_COPY
+/**
+ * Chapter 01 calls this after a copy replaced all of an accinte storage's
+ * bytes, verbatim, with all the bytes of another storage.
+ *
+ * NB: only an untagged destination takes the source's tag. A storage that
+ * has a format keeps it: a copy into it writes values, which a device's
+ * copy kernel stores in the destination's format. That is also what the
+ * writes of in-place operators are (chapter 02's fallback copies a result
+ * back from the host; composite in-place operators copy one in), and those
+ * must not change a tensor's format. A fresh storage, which is what
+ * `clone()`, `copy.deepcopy`, `to()` another device and a new module's
+ * parameters are, then holds the source's bytes as they were.
+ */
+void copyFormat(const c10::Storage& dst, const c10::Storage& src) {
+  AccinteStorageImpl* target = accinteStorage(*dst.unsafeGetStorageImpl());
+  const AccinteStorageImpl* source =
+      accinteStorage(*src.unsafeGetStorageImpl());
+  if (target != nullptr && source != nullptr &&
+      target->format() == TensorFormat::kPlain) {
+    target->setFormat(source->format());
+  }
+}
+
+const bool copiesRegistered = [] {
+  registerStorageCopyObserver(&copyFormat);
+  return true;
+}();
+// LITERALINCLUDE END: CH10_FORMAT_COPY
 
 // LITERALINCLUDE START: CH10_FORMAT_SERIALIZATION
 /** A checkpoint holds a tensor's metadata as string -> bool pairs; the
@@ -74,7 +113,8 @@ namespace {
 // LITERALINCLUDE EMPHASIZE NEXT
 constexpr std::string_view kFormatKeyPrefix = "accinte.format.";
 
-/** Called by `torch.save` for every accinte tensor it writes. */
+/** Called by `torch.save` for every accinte tensor it writes: each tensor
+ * over a tagged storage carries its storage's tag. */
 void saveFormat(const at::Tensor& tensor,
                 std::unordered_map<std::string, bool>& metadata) {
   const TensorFormat format = tensorFormat(tensor);
@@ -84,9 +124,10 @@ void saveFormat(const at::Tensor& tensor,
   }
 }
 
-/** Called by `torch.load` for every tensor it rebuilds on accinte. A tensor
- * loaded elsewhere (`map_location="cpu"`) never reaches it, and loses its
- * format. */
+/** Called by `torch.load` for every tensor it rebuilds on accinte, after
+ * the storage's bytes are in place: tags the storage the tensor is rebuilt
+ * on. A tensor loaded elsewhere (`map_location="cpu"`) never reaches it,
+ * and loses its format. */
 void loadFormat(const at::Tensor& tensor,
                 std::unordered_map<std::string, bool>& metadata) {
   for (auto entry = metadata.begin(); entry != metadata.end();) {

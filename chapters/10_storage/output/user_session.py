@@ -1,10 +1,11 @@
-"""What a user of stage 10 sees: a format tag through a checkpoint, and the
-origin of a few storages.
+"""What a user of stage 10 sees: a format tag on tensors made from a tagged
+one and through a checkpoint, and the origin of a few storages.
 
 Addresses change from run to run, so the origins are printed relative to the
 first allocation.
 """
 
+import copy
 import io
 
 import torch
@@ -14,9 +15,10 @@ weight = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)).to("accin
 torch.accinte.set_tensor_format(weight, "tiled")
 print("format:", torch.accinte.get_tensor_format(weight))
 print("saved metadata:", torch._C._get_tensor_metadata(weight))
-print("detach():", torch.accinte.get_tensor_format(weight.detach()),
-      "| weight.t():", torch.accinte.get_tensor_format(weight.t()),
-      "| weight * 2:", torch.accinte.get_tensor_format(weight * 2))
+derived = {"weight.t()": weight.t(), "deepcopy": copy.deepcopy(weight),
+           "to('accinte:1')": weight.to("accinte:1"), "weight * 2": weight * 2}
+print(" | ".join(f"{name}: {torch.accinte.get_tensor_format(tensor)}"
+                 for name, tensor in derived.items()))
 
 checkpoint = io.BytesIO()
 torch.save({"weight": weight}, checkpoint)

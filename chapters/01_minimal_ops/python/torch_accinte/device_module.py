@@ -124,8 +124,14 @@ def current_device() -> int:
 
 
 def set_device(device: _DeviceLike) -> None:
-    """Makes ``device`` the calling thread's current device."""
+    """Makes ``device`` the calling thread's current device.
+
+    As ``torch.cuda.set_device``, a negative index does nothing (code that
+    stores -1 for "no device" passes it on), not even initialize the device.
+    """
     index = _get_device_index(device)
+    if index < 0:
+        return
     _lazy_init()
     _C._set_device(index)
 

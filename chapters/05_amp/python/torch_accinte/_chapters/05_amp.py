@@ -3,11 +3,14 @@
 The cast policies are C++ kernels on the ``AutocastPrivateUse1`` dispatch
 key, registered when ``torch_accinte._C`` loads. What ``torch.autocast``
 and ``torch.amp.GradScaler`` look up in Python, the device module's AMP
-functions, is added here.
+functions, is added here, with ``torch.accinte.amp``: the deprecated
+``torch.cuda.amp`` spellings for accinte.
 """
 
+import sys
+
 import torch
-from torch_accinte import device_module
+from torch_accinte import amp, device_module
 
 
 # LITERALINCLUDE START: CH05_PY_AMP_DTYPES
@@ -30,3 +33,12 @@ device_module._extend(
     is_bf16_supported=is_bf16_supported,
 )
 # LITERALINCLUDE END: CH05_PY_AMP_DTYPES
+
+
+# LITERALINCLUDE START: CH05_PY_AMP_MODULE
+# ``torch.accinte.amp``, importable by that name as ``torch.cuda.amp`` is
+# (``from torch.accinte.amp import GradScaler``): torch._register_device_module
+# put ``torch.accinte`` in sys.modules, and the submodule goes beside it.
+device_module._extend(amp=amp)
+sys.modules["torch.accinte.amp"] = amp
+# LITERALINCLUDE END: CH05_PY_AMP_MODULE

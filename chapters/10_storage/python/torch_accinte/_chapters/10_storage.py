@@ -1,9 +1,9 @@
 """Chapter 10: the vendor's own storage class and tensor metadata.
 
 Adds to ``torch.accinte`` the helpers that read what chapter 10's C++
-attaches to accinte tensors: the format tag (a ``c10::BackendMeta`` that
-``torch.save`` and ``torch.load`` carry) and the origin every accinte
-storage records (its ``c10::StorageImpl`` class).
+attaches to every accinte storage (its ``c10::StorageImpl`` class): the
+format tag of its bytes, which ``torch.save`` and ``torch.load`` carry, and
+the origin of the bytes.
 """
 
 from typing import NamedTuple, Optional, Union
@@ -17,21 +17,26 @@ TENSOR_FORMATS = ("plain", "tiled", "compressed")
 
 # LITERALINCLUDE START: CH10_PY_FORMAT
 def get_tensor_format(tensor: torch.Tensor) -> str:
-    """The format tag of ``tensor``: one of :data:`TENSOR_FORMATS`.
+    """The format tag of the bytes of ``tensor``'s storage: one of
+    :data:`TENSOR_FORMATS`.
 
-    A tensor that was never tagged, including any tensor not on accinte, is
+    A storage that was never tagged, and any tensor not on accinte, is
     ``"plain"``.
     """
     return _C._tensor_format(tensor)
 
 
 def set_tensor_format(tensor: torch.Tensor, format: str) -> torch.Tensor:
-    """Tags the accinte tensor ``tensor`` with ``format`` and returns it.
+    """Tags the storage of the accinte tensor ``tensor`` with ``format`` and
+    returns the tensor.
 
-    The tag is metadata: the bytes do not change. ``detach()``,
-    ``nn.Parameter`` and ``torch.save``/``torch.load`` onto accinte keep it;
-    views, operator results and copies (``clone()``, ``.to()``) start
-    ``"plain"``.
+    The tag describes the bytes, so every tensor over them (views,
+    ``detach()``, ``nn.Parameter``) has it; it is metadata: the bytes do not
+    change. A copy of all of the bytes onto an untagged storage
+    (``clone()``, ``copy.deepcopy``, ``.to()`` another accinte device,
+    ``load_state_dict``) takes it along, and ``torch.save``/``torch.load``
+    onto accinte keep it; a tagged storage keeps its own through copies into
+    it; operator results and copies from the CPU are ``"plain"``.
     """
     if format not in TENSOR_FORMATS:
         raise ValueError(
