@@ -26,6 +26,7 @@ def test_operators_without_a_kernel_reach_the_fallback():
     ("aten::convolution_backward", "CompositeExplicitAutograd"),
     ("aten::mse_loss", "CompositeExplicitAutogradNonFunctional"),
     ("aten::smooth_l1_loss", "CompositeExplicitAutogradNonFunctional"),
+    ("aten::_batch_norm_no_update", "CompositeExplicitAutograd"),
 ])
 def test_per_operator_boxed_registration_is_a_kernel(operator, composite):
     # A kernel of accinte's own (the boxed fallback registered by name), in

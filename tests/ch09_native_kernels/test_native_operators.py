@@ -283,6 +283,74 @@ def test_bad_input_is_refused_before_the_launch(call, error):
     torch.accinte.synchronize()
 
 
+SAME_DEVICE = ("Expected all tensors to be on the same device, but found at least "
+               "two devices, accinte:0 and cpu!")
+
+
+def accumulate_in_place(host, value):
+    host += value
+
+
+@pytest.mark.parametrize("write", [
+    accumulate_in_place,
+    lambda host, value: host.add_(value),
+    lambda host, value: host.mul_(value),
+    lambda host, value: torch.add(value, value, out=host),
+    lambda host, value: torch.mul(value, 2, out=host),
+], ids=["+=", "add_", "mul_", "add.out", "mul.out"])
+def test_a_cpu_scalar_is_never_written(write):
+    # A 0-dim CPU tensor is a scalar input only, as for CUDA: `running +=
+    # loss.detach()` with `running` on the CPU once left it unchanged.
+    host = torch.tensor(0.5)
+    value = torch.tensor(2.0, device="accinte")
+    with torch.accinte.record_fallbacks() as record:
+        with pytest.raises(RuntimeError, match=SAME_DEVICE):
+            write(host, value)
+    assert record.calls == {}
+    assert host.item() == 0.5
+    torch.accinte.synchronize()  # nothing was launched
+
+
+def test_a_cpu_scalar_still_reads_as_an_input():
+    def use(x, scalar):
+        return x + scalar, x.clone().add_(scalar), torch.mul(x, scalar, out=x.clone())
+
+    expected = use(a23, torch.tensor(1.5))
+    with torch.accinte.record_fallbacks() as record:
+        result = use(a23.to("accinte"), torch.tensor(1.5))
+    assert record.calls == {}
+    assert_same(expected, result)
+
+
+def test_a_cpu_tensor_is_filled_with_a_device_scalar():
+    # As CUDA's fill_: a value on another device is read with item().
+    host = torch.zeros(3)
+    assert host.fill_(torch.tensor(4.0, device="accinte")) is host
+    assert torch.equal(host, torch.full((3,), 4.0))
+    scalar = torch.tensor(0.0)
+    scalar.fill_(torch.tensor(2.5, device="accinte:1"))
+    assert scalar.item() == 2.5
+    x = torch.zeros(2, device="accinte:0")
+    x.fill_(torch.tensor(7.0, device="accinte:1"))
+    assert x.device == torch.device("accinte:0")
+    assert torch.equal(x.cpu(), torch.full((2,), 7.0))
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        torch.zeros(3).fill_(torch.ones(1, device="accinte"))
+
+
+def test_a_tensor_is_filled_with_one_of_its_elements():
+    # The value is part of the filled tensor: ATen copies it first, where the
+    # overlap check once refused the fill.
+    x = torch.arange(5.0, device="accinte")
+    with torch.accinte.record_fallbacks() as record:
+        x.fill_(x[2])
+    assert record.calls == {}
+    assert torch.equal(x.cpu(), torch.full((5,), 2.0))
+    y = torch.arange(6.0, device="accinte").reshape(2, 3)
+    y[1].fill_(y[0, 1])
+    assert torch.equal(y.cpu(), torch.tensor([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]))
+
+
 def test_partial_overlap_is_refused_on_the_host():
     x = torch.arange(8.0, device="accinte")
     with pytest.raises(RuntimeError, match="unsupported operation"):

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace accinte {
@@ -60,6 +61,13 @@ std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
 }
 // LITERALINCLUDE END: CH02_REFUSAL_LIST
 
+/** True when the schema marks the argument as written (`Tensor(a!)`,
+ * `Tensor(a!)?`, `Tensor(a!)[]`). */
+bool isWritten(const c10::Argument& argument) {
+  const c10::AliasInfo* alias = argument.alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
 // LITERALINCLUDE START: CH02_SAME_DEVICE
 // NB: as for CUDA, an index may stay on the host for advanced indexing
 // (`x[cpu_index]`); every other operator takes host tensors only as 0-dim
@@ -72,8 +80,9 @@ constexpr std::string_view kHostIndexOperators[] = {
  * The accinte device of an operator's tensors, where its results belong.
  *
  * Raises the error CUDA raises when the tensors are on two different devices
- * of the backend, or when a CPU tensor that is not a 0-dim scalar is mixed
- * with accinte tensors.
+ * of the backend, or when a CPU tensor that is not a 0-dim scalar input (one
+ * of more dimensions, or one the operator writes) is mixed with accinte
+ * tensors.
  *
  * NB: `at::native::cpu_fallback` does not check: it would copy tensors from
  * accinte:0, accinte:1 and the host to the CPU alike, compute, and put the
@@ -96,7 +105,10 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
   for (std::string_view name : kHostIndexOperators) {
     host_tensors_allowed |= name == op.schema().name();
   }
-  const auto check = [&](const at::Tensor& tensor) {
+  // NB: a host tensor is only ever an input. One the operator writes (a
+  // 0-dim `out=` or `self` too) is refused as TensorIterator refuses it for
+  // CUDA: the results belong on the device.
+  const auto check = [&](const at::Tensor& tensor, bool written) {
     if (!tensor.defined()) {
       return;
     }
@@ -106,23 +118,26 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
       } else if (*accinte != tensor.device()) { // LITERALINCLUDE EMPHASIZE
         mismatch(*accinte, tensor.device());    // LITERALINCLUDE EMPHASIZE
       }
-    } else if (tensor.dim() > 0 && !host_tensors_allowed) {
+    } else if (written || (tensor.dim() > 0 && !host_tensors_allowed)) {
       host = tensor.device(); // LITERALINCLUDE EMPHASIZE
     }
   };
-  const size_t num_arguments = op.schema().arguments().size();
-  for (const c10::IValue& value : torch::jit::last(stack, num_arguments)) {
+  const auto& arguments = op.schema().arguments();
+  const auto values = torch::jit::last(stack, arguments.size());
+  for (size_t index = 0; index < values.size(); ++index) {
+    const c10::IValue& value = values[index];
+    const bool written = isWritten(arguments[index]);
     if (value.isTensor()) {
-      check(value.toTensor());
+      check(value.toTensor(), written);
     } else if (value.isTensorList()) {
       for (const at::Tensor& tensor : value.toTensorVector()) {
-        check(tensor);
+        check(tensor, written);
       }
     } else if (value.isOptionalTensorList()) {
       for (const std::optional<at::Tensor>& tensor :
            value.toOptionalTensorVector()) {
         if (tensor.has_value()) {
-          check(*tensor);
+          check(*tensor, written);
         }
       }
     }
@@ -177,6 +192,98 @@ void moveResultsTo(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 }
 // LITERALINCLUDE END: CH02_SAME_DEVICE
 
+// LITERALINCLUDE START: CH02_UNDECLARED_WRITES
+/** An operator whose CPU kernel writes arguments that its schema does not
+ * mark as written. */
+struct UndeclaredWrites {
+  std::string_view name;
+  std::string_view arguments[2];
+};
+
+// NB: `cpu_fallback` writes back exactly the arguments the schema marks as
+// written: `Tensor(a!)`, `Tensor(a!)?`, `Tensor(a!)[]`, `Tensor(a!)?[]`.
+// These schemas say `Tensor? running_mean` although, in training, the
+// kernels update the running statistics in place; the host copies would be
+// updated and dropped. (The newer `_native_batch_norm_legit` and
+// `_batch_norm_with_update` say `Tensor(a!) running_mean`.)
+constexpr UndeclaredWrites kUndeclaredWrites[] = {
+    {"aten::native_batch_norm", // LITERALINCLUDE EMPHASIZE
+     {"running_mean", "running_var"}},
+    {"aten::batch_norm_update_stats", // LITERALINCLUDE EMPHASIZE
+     {"running_mean", "running_var"}},
+};
+
+/**
+ * The accinte tensors an operator writes without declaring it, each with a
+ * host copy that takes its place on the stack. `cpu_fallback` leaves a host
+ * tensor as it is, so the CPU kernel updates the copy, and writeBack()
+ * copies it into the device tensor.
+ */
+class UndeclaredWriteBack {
+ public:
+  UndeclaredWriteBack(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    const c10::FunctionSchema& schema = op.schema();
+    for (const UndeclaredWrites& entry : kUndeclaredWrites) {
+      if (entry.name != schema.name()) {
+        continue;
+      }
+      const size_t first = stack->size() - schema.arguments().size();
+      for (std::string_view name : entry.arguments) {
+        const std::optional<int> index =
+            schema.argumentIndexWithName(std::string(name));
+        TORCH_INTERNAL_ASSERT(index.has_value(), schema, " has no ", name);
+        c10::IValue& value = (*stack)[first + *index];
+        if (value.isTensor() && value.toTensor().is_privateuseone()) {
+          at::Tensor device = value.toTensor();
+          at::Tensor host = device.cpu(); // LITERALINCLUDE EMPHASIZE
+          value = host;
+          copies_.emplace_back(std::move(device), std::move(host));
+        }
+      }
+    }
+  }
+
+  /** Copies the host copies, as the CPU kernel left them, to the device. */
+  void writeBack() const {
+    for (const auto& [device, host] : copies_) {
+      device.copy_(host); // LITERALINCLUDE EMPHASIZE
+    }
+  }
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies_;
+};
+// LITERALINCLUDE END: CH02_UNDECLARED_WRITES
+
+/**
+ * `fill_(self, value)` with the value on another device: ATen's kernel
+ * fills with `value.item()`, so CUDA fills a CPU tensor with a CUDA scalar.
+ * The fallback does the same, and returns whether it did.
+ *
+ * NB: without this, the host `self` would be refused as a written host
+ * tensor; and `cpu_fallback` could not write back into it anyway.
+ */
+bool filledFromAnotherDevice(const c10::OperatorHandle& op,
+                             torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (schema.name() != "aten::fill_" || schema.overload_name() != "Tensor") {
+    return false;
+  }
+  at::Tensor self = (*stack)[stack->size() - 2].toTensor();
+  const at::Tensor value = stack->back().toTensor();
+  if (self.device() == value.device()) {
+    return false;
+  }
+  TORCH_CHECK(value.dim() == 0,
+              "fill_ only supports 0-dimension value tensor but got tensor "
+              "with ",
+              value.dim(), " dimensions.");
+  self.fill_(value.item());
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, std::move(self));
+  return true;
+}
+
 } // namespace
 
 // LITERALINCLUDE START: CH02_GLOBAL_FALLBACK
@@ -187,11 +294,16 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         "' on the CPU fallback: ", *reason,
         ". The backend must implement it natively (a PrivateUse1 kernel).");
   }
+  if (filledFromAnotherDevice(op, stack)) {
+    return;
+  }
   const std::optional<c10::Device> device = accinteDeviceOf(op, *stack);
   const bool device_argument = hasDeviceArgument(op, *stack);
+  const UndeclaredWriteBack undeclared(op, stack);
   // Copies the inputs to the host, runs the CPU kernel, copies the results
   // back (and writes in-place and out= results into the original tensors).
   at::native::cpu_fallback(op, stack);
+  undeclared.writeBack();
   if (device.has_value() && !device_argument) {
     moveResultsTo(op, stack, *device);
   }
@@ -222,9 +334,13 @@ struct InstallCpuFallback {
 // the unreduced loss and warns that a non-empty output was resized: a
 // warning the CPU never gives for `F.mse_loss`. By name, the functional form
 // runs the CPU's own functional kernel instead, and saves a copy.
+//
+// `_batch_norm_no_update` (batch norm with the running statistics, not
+// updated) has a kernel for every backend that calls the CPU's batch norm
+// directly, and so raises for any other device.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name :
-       {"convolution", "convolution_backward", "mse_loss", "smooth_l1_loss"}) {
+  for (const char* name : {"convolution", "convolution_backward", "mse_loss",
+                           "smooth_l1_loss", "_batch_norm_no_update"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
   }
 }

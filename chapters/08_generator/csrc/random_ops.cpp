@@ -11,6 +11,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
@@ -79,6 +80,11 @@ template <typename scalar_t, typename Sample>
 void launchElementwise(const at::TensorBase& self,
                        const std::optional<at::Generator>& generator,
                        Sample sample) {
+  // NB: most stubs come through a TensorIterator, which has checked this;
+  // `normal_stub` and `bernoulli_scalar_stub` get the bare tensor. Checked
+  // on the host, the CPU's error comes from the call: in the kernel it
+  // could only fail the launch, and surface at a later synchronization.
+  at::assert_no_internal_overlap(self);
   if (self.numel() == 0) {
     return;
   }
@@ -323,6 +329,10 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
               "probability tensor contains either `inf`, `nan` or element < 0");
   TORCH_CHECK(!(self.sum(-1) == 0).any().item<bool>(),
               "invalid multinomial distribution (sum of probabilities <= 0)");
+  // NB: the CPU writes even a self-overlapping `out=`, element by element;
+  // the kernel's copy into one would raise on the worker and surface at a
+  // later synchronization. As for randperm, it fails at the call instead.
+  at::assert_no_internal_overlap(result);
   const int64_t categories = self.size(-1);
   // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(generator, self.device());
@@ -397,6 +407,9 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator,
   TORCH_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
   checkRandpermRange(n, out.scalar_type());
   out.resize_({n});
+  // NB: as on CUDA, whose randperm copies into a non-contiguous `out=`: a
+  // self-overlapping one fails at the call (the CPU writes it anyway).
+  at::assert_no_internal_overlap(out);
   if (n == 0) {
     return out;
   }

@@ -282,16 +282,21 @@ void forEachTensorAt(c10::ArrayRef<c10::IValue> values, Visit&& visit) {
  * The accinte device the operator runs on: the device of its accinte tensors.
  *
  * Raises the error CUDA raises for tensors on two accinte devices, or for a
- * CPU tensor that is not a 0-dim scalar (a 0-dim CPU tensor is a scalar
- * argument: its value is read at launch).
+ * CPU tensor that is not a 0-dim scalar input (a 0-dim CPU tensor that the
+ * operator reads is a scalar argument: its value is read at launch).
  */
 c10::Device deviceOf(const c10::OperatorHandle& op,
                      c10::ArrayRef<c10::IValue> arguments) {
   std::optional<c10::Device> device;
   std::optional<c10::Device> host;
-  forEachTensorAt(arguments, [&](size_t, int64_t, const at::Tensor& tensor) {
+  const auto& schema = op.schema().arguments();
+  forEachTensorAt(arguments, [&](size_t position, int64_t,
+                                 const at::Tensor& tensor) {
     if (!tensor.is_privateuseone()) {
-      if (tensor.dim() > 0 || !tensor.is_cpu()) {
+      // NB: as TensorIterator for CUDA: a CPU scalar is an input only. The
+      // kernel could not write it (`running += loss` with `running` on the
+      // CPU once left it unchanged).
+      if (tensor.dim() > 0 || !tensor.is_cpu() || isWritten(schema[position])) {
         host = tensor.device();
       }
     } else if (!device.has_value()) {
@@ -457,7 +462,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
       : meta_(std::move(meta)),
         out_overload_(std::move(out_overload)),
         fills_(op.schema().name() == "aten::fill_" ||
-               op.schema().name() == "aten::zero_") {
+               op.schema().name() == "aten::zero_"),
+        fills_with_tensor_(op.schema().name() == "aten::fill_" &&
+                           op.schema().overload_name() == "Tensor") {
     const c10::FunctionSchema& schema = op.schema();
     const auto& arguments = schema.arguments();
     for (size_t index = 0; index < arguments.size(); ++index) {
@@ -493,6 +500,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
+    if (fills_with_tensor_ && fillFromTensor(stack)) {
+      return;
+    }
     const size_t count = op.schema().arguments().size();
     const c10::ArrayRef<c10::IValue> arguments =
         torch::jit::last(*stack, count);
@@ -572,6 +582,32 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
 
  private:
   /**
+   * What ATen's `fill_(self, value)` does before it fills: a value on
+   * another device is read with `item()` (so a CPU tensor can be filled
+   * with an accinte scalar, as with a CUDA one), and a value that is part
+   * of `self` (`x.fill_(x[2])`) is copied first, so the fill does not
+   * overwrite it on the way. Returns whether it already filled.
+   */
+  static bool fillFromTensor(torch::jit::Stack* stack) {
+    at::Tensor self = (*stack)[stack->size() - 2].toTensor();
+    const at::Tensor value = stack->back().toTensor();
+    if (self.device() != value.device()) {
+      TORCH_CHECK(value.dim() == 0,
+                  "fill_ only supports 0-dimension value tensor but got "
+                  "tensor with ",
+                  value.dim(), " dimensions.");
+      self.fill_(value.item());
+      torch::jit::drop(*stack, 2);
+      torch::jit::push(*stack, std::move(self));
+      return true;
+    }
+    if (self.is_alias_of(value)) {
+      stack->back() = value.clone();
+    }
+    return false;
+  }
+
+  /**
    * Gives each out= argument the sizes and strides the Meta kernel gave its
    * stand-in: ATen's out= kernels resize a wrong-sized output (with a
    * warning, which the Meta kernel gave), and the device kernel then writes
@@ -644,6 +680,8 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
   // NB: a fill writes the same value through every alias of an element, so
   // the CPU lets it write a tensor that overlaps itself (an expanded one).
   bool fills_;
+  // `fill_.Tensor`, whose value may be on another device or part of `self`.
+  bool fills_with_tensor_;
   std::vector<size_t> written_;
   std::vector<size_t> result_arguments_;
 };
