@@ -33,6 +33,8 @@ import subprocess
 import sys
 import textwrap
 
+import hermetic_python
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 #: Longest line of a stored output, marker included.
@@ -82,7 +84,8 @@ def wrap(text: str) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def run_script(script: pathlib.Path) -> str:
+def script_run(script: pathlib.Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """One run of an output script against its stage, as the pages show it."""
     stage = stage_of(script)
     stage_python = ROOT / "build" / f"stage{stage}" / "python"
     if not stage_python.is_dir():
@@ -94,10 +97,15 @@ def run_script(script: pathlib.Path) -> str:
         ACCINTE_DEVICE_MEMORY="8G",
         TORCH_DEVICE_BACKEND_AUTOLOAD="0",
     )
-    result = subprocess.run(
-        [sys.executable, script.name], cwd=script.parent, env=env,
-        capture_output=True, text=True, timeout=300,
+    # NB: an installed torch_accinte must not stand in for the stage.
+    return subprocess.run(
+        [hermetic_python.python(), script.name], cwd=script.parent, env=env,
+        capture_output=True, text=True, timeout=timeout,
     )
+
+
+def run_script(script: pathlib.Path) -> str:
+    result = script_run(script)
     if result.returncode != 0:
         sys.exit(f"{script} failed:\n{result.stderr}")
     return wrap(result.stdout)
