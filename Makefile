@@ -31,7 +31,7 @@ PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
-        outputs-check \
+        outputs-check test-final flake-check \
         format-check install demo test clean bench bench-snapshot
 
 help: ## List the targets
@@ -104,8 +104,10 @@ fuzz: deps ## Fuzz the emulator's C API for FUZZ_SECONDS (default 60)
 outputs: build ## Regenerate the example outputs the guide shows
 	$(PYTHON) tools/generate_outputs.py
 
-outputs-check: build
-	$(PYTHON) tools/generate_outputs.py --check
+# TEST_LOGS=dir: each chapter's test run is taken from the logs a
+# `make test-stages` kept there instead of being run again (`make test`).
+outputs-check: build ## Fail if a stored example output is out of date
+	$(PYTHON) tools/generate_outputs.py --check $(if $(TEST_LOGS),--test-logs $(TEST_LOGS))
 
 docs: deps ## Build the HTML guide (warnings are errors)
 	$(PYTHON) tools/check_tags.py
@@ -153,22 +155,50 @@ demo: deps install ## Install everything, run the quickstart, build the guide
 # Each stage's own chapter tests run against that stage alone (proving the
 # chapter needs nothing later), then all tests run against the final stage,
 # including the install of the package into a fresh virtual environment.
+# NB: each chapter's pytest output and exit status are kept in
+# STAGE_TEST_LOGS/NN.txt and NN.status (sh has no pipefail): the chapter
+# pages show that run, and `make test`'s outputs-check reads it from there
+# instead of running every chapter's tests a second time.
+STAGE_TEST_LOGS := $(BUILD)/test-stages
 test-stages: build ## Each chapter's tests against its own stage
+	@rm -rf $(STAGE_TEST_LOGS) && mkdir -p $(STAGE_TEST_LOGS)
 	@set -e; for n in $(STAGES); do \
 	  echo "== chapter $$n tests against stage $$n (torch $$($(PYTHON) -c 'import torch; print(torch.__version__)'))"; \
-	  PYTHONPATH=$(BUILD)/stage$$n/python $(PYTEST) tests/ch$${n}_*; \
+	  { PYTHONPATH=$(BUILD)/stage$$n/python $(PYTEST) tests/ch$${n}_* \
+	      && echo 0 > $(STAGE_TEST_LOGS)/$$n.status \
+	      || echo $$? > $(STAGE_TEST_LOGS)/$$n.status; } | tee $(STAGE_TEST_LOGS)/$$n.txt; \
+	  exit_status=$$(cat $(STAGE_TEST_LOGS)/$$n.status); \
+	  test "$$exit_status" -eq 0 || exit "$$exit_status"; \
 	done
+
+test-final: build ## All tests against the final stage, the install into a fresh venv included
+	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
 
 test-compat: ## Every stage built and tested against torch $(COMPAT_TORCH) as well
 	$(MAKE) --no-print-directory TORCH_VERSION=$(COMPAT_TORCH) test-stages
 
-test: deps docs-check test-emulator test-emulator-sanitized fuzz build outputs-check test-stages ## Everything CI runs
-	@echo "== all tests against the final stage $(FINAL_STAGE)"
-	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
-	@echo "== all tests against the final stage $(FINAL_STAGE), under ASan and UBSan"
-	$(MAKE) --no-print-directory test-sanitized
-	$(MAKE) --no-print-directory docs-browser-test
-	$(MAKE) --no-print-directory test-compat
+# What `make test` runs, in order; each step is a target. tools/timed_steps.py
+# runs them one by one, stops at the first that fails and ends, pass or
+# fail, with a table of each step's seconds. outputs-check comes after
+# test-stages, whose chapter test runs it reads (TEST_LOGS) instead of
+# running them again.
+TEST_STEPS := docs-check test-emulator test-emulator-sanitized fuzz build test-stages \
+              outputs-check test-final test-sanitized docs-browser-test test-compat
+
+test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end
+	@TEST_LOGS=$(STAGE_TEST_LOGS) $(PYTHON) tools/timed_steps.py \
+	  --make "$(MAKE) --no-print-directory" $(TEST_STEPS)
+
+# Flakiness made visible: TESTS (pytest node ids or files, against STAGE)
+# and OUTPUTS (output/ scripts, against their own stage), N runs of each,
+# FLAKE_JOBS at a time beside FLAKE_LOAD CPU-burning processes.
+N ?= 20
+FLAKE_JOBS ?= 2
+FLAKE_LOAD ?= 1
+flake-check: ## Run TESTS and/or OUTPUTS N times (20), 2 at a time under CPU load; fail if any run failed
+	@test -n "$(TESTS)$(OUTPUTS)" || { echo "usage: make flake-check TESTS='tests/... node ids' OUTPUTS='chapters/.../output/x.py' N=20 [STAGE=NN]"; exit 2; }
+	$(PYTHON) tools/flake_check.py --stage $(STAGE) -n $(N) --jobs $(FLAKE_JOBS) \
+	  --load $(FLAKE_LOAD) --logs $(BUILD)/flake-check $(TESTS) $(OUTPUTS)
 
 clean: ## Remove build/
 	rm -rf $(BUILD)

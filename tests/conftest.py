@@ -7,9 +7,10 @@ feature) asks :func:`stage_has` and is skipped once that chapter is loaded;
 it runs, and must pass, in the stages before.
 """
 
+import importlib.util
 import os
+import pathlib
 import subprocess
-import sys
 import textwrap
 
 # NB: set before torch_accinte loads the emulator, which reads it once.
@@ -18,6 +19,29 @@ os.environ.setdefault("ACCINTE_DEVICE_COUNT", "2")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch_accinte  # noqa: E402
+
+
+def _load_hermetic():
+    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "hermetic_python.py"
+    spec = importlib.util.spec_from_file_location("hermetic_python", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def hermetic_python() -> str:
+    """The interpreter every test starts a fresh Python with.
+
+    It is this one, minus any installed copy of torch_accinte or other
+    package with a ``torch.backends`` entry point (``make demo`` installs
+    one into the site-packages that holds torch), so the child sees the
+    stage on ``PYTHONPATH`` and nothing else of the backend. See
+    tools/hermetic_python.py for how.
+    """
+    return _hermetic.python()
+
+
+_hermetic = _load_hermetic()
 
 
 def stage_has(chapter: str) -> bool:
@@ -36,12 +60,13 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120):
     """Runs ``code`` in a fresh interpreter of the same stage.
 
     For behaviour fixed at process start (emulator configuration) or that
-    must not disturb the test process. Returns the CompletedProcess.
+    must not disturb the test process. The interpreter is
+    :func:`hermetic_python`. Returns the CompletedProcess.
     """
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [hermetic_python(), "-c", textwrap.dedent(code)],
         env=full_env,
         capture_output=True,
         text=True,

@@ -13,7 +13,9 @@ Each chapter's ``output/test_run.txt`` is generated too, without a script:
 it is what its "Build and test" section's command prints when the
 chapter's own tests run against its stage, exactly as ``make test-stages``
 runs them, abridged to the command and pytest's summary line without its
-duration, which changes from run to run.
+duration, which changes from run to run. ``--test-logs DIR`` takes that run
+from the logs ``make test-stages`` keeps instead of running the tests a
+second time (``make test`` does so).
 
 A rendered output block is about 86 characters wide on a 1280 px screen and
 a line longer than that would hide its end behind a scroll bar, so lines
@@ -32,6 +34,8 @@ import re
 import subprocess
 import sys
 import textwrap
+
+import hermetic_python
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -82,7 +86,8 @@ def wrap(text: str) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def run_script(script: pathlib.Path) -> str:
+def script_run(script: pathlib.Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """One run of an output script against its stage, as the pages show it."""
     stage = stage_of(script)
     stage_python = ROOT / "build" / f"stage{stage}" / "python"
     if not stage_python.is_dir():
@@ -94,10 +99,15 @@ def run_script(script: pathlib.Path) -> str:
         ACCINTE_DEVICE_MEMORY="8G",
         TORCH_DEVICE_BACKEND_AUTOLOAD="0",
     )
-    result = subprocess.run(
-        [sys.executable, script.name], cwd=script.parent, env=env,
-        capture_output=True, text=True, timeout=300,
+    # NB: an installed torch_accinte must not stand in for the stage.
+    return subprocess.run(
+        [hermetic_python.python(), script.name], cwd=script.parent, env=env,
+        capture_output=True, text=True, timeout=timeout,
     )
+
+
+def run_script(script: pathlib.Path) -> str:
+    result = script_run(script)
     if result.returncode != 0:
         sys.exit(f"{script} failed:\n{result.stderr}")
     return wrap(result.stdout)
@@ -107,20 +117,34 @@ def run_script(script: pathlib.Path) -> str:
 _SUMMARY = re.compile(r"^(?P<counts>\d+ passed.*?) in [\d.]+s( \([\d:]+\))?$")
 
 
-def run_chapter_tests(chapter: pathlib.Path) -> str:
-    """What the chapter's own tests print against its stage, abridged."""
+def run_chapter_tests(chapter: pathlib.Path, logs: pathlib.Path | None = None) -> str:
+    """What the chapter's own tests print against its stage, abridged.
+
+    With ``logs``, the tests are not run again: ``make test-stages`` ran
+    exactly this command and kept its standard output in ``logs/NN.txt``
+    (and its exit status in ``logs/NN.status``).
+    """
     stage = chapter.name[:2]
     tests = sorted(ROOT.glob(f"tests/ch{stage}_*"))
     stage_python = f"build/stage{stage}/python"
     command = ["-m", "pytest", "-q", *[str(t.relative_to(ROOT)) for t in tests]]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / stage_python))
-    result = subprocess.run([sys.executable, *command], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
-    lines = result.stdout.strip().splitlines()
+    if logs is None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / stage_python))
+        result = subprocess.run([sys.executable, *command], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=900)
+        stdout, stderr, returncode = result.stdout, result.stderr, result.returncode
+    else:
+        log, status = logs / f"{stage}.txt", logs / f"{stage}.status"
+        if not (log.exists() and status.exists()):
+            sys.exit(f"{log} or its .status is missing: --test-logs needs a "
+                     "complete `make test-stages` run")
+        stdout, stderr = log.read_text(), f"(from {log})\n"
+        returncode = int(status.read_text())
+    lines = stdout.strip().splitlines()
     summary = _SUMMARY.match(lines[-1]) if lines else None
-    if result.returncode != 0 or summary is None:
+    if returncode != 0 or summary is None:
         sys.exit(f"{chapter.name}'s tests failed against stage {stage}:\n"
-                 f"{result.stdout}{result.stderr}")
+                 f"{stdout}{stderr}")
     shown = " ".join(["python", *command])
     return wrap(f"$ PYTHONPATH={stage_python} {shown}\n...\n{summary['counts']}\n")
 
@@ -129,12 +153,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="fail if a stored output is out of date")
+    parser.add_argument("--test-logs", type=pathlib.Path, metavar="DIR",
+                        help="take each chapter's test run from DIR/NN.txt, "
+                        "written by `make test-stages`, instead of running it")
     args = parser.parse_args()
+    logs = args.test_logs.resolve() if args.test_logs else None
     stale = 0
     scripts = sorted(ROOT.glob("chapters/[0-9][0-9]_*/output/*.py"))
     scripts += sorted(ROOT.glob("docs/output/*.py"))
     outputs = [(script.with_suffix(".txt"), run_script, script) for script in scripts]
-    outputs += [(chapter / "output" / "test_run.txt", run_chapter_tests, chapter)
+    outputs += [(chapter / "output" / "test_run.txt",
+                 lambda chapter: run_chapter_tests(chapter, logs), chapter)
                 for chapter in sorted(ROOT.glob("chapters/[0-9][0-9]_*"))
                 if chapter.is_dir()]
     for stored, generate, source in outputs:

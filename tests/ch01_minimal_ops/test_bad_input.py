@@ -295,36 +295,66 @@ def test_exit_with_asynchronous_work_and_pinned_copies_queued():
 
 
 def test_keyboard_interrupt_during_a_long_synchronize():
-    # NB: the wait is in C++ with the GIL released; Python runs its SIGINT
-    # handler once the call returns, so the interrupt surfaces as
-    # KeyboardInterrupt when the work it waited for is done, and the work is
-    # not cancelled (as with CUDA). A second, uncaught one ends the process
-    # as an interrupt does.
+    # NB: the wait is in C++ with the GIL released. CPython's C-level handler
+    # only records a SIGINT; the Python handler (KeyboardInterrupt) runs in
+    # the main thread at the next check between bytecodes, which is when the
+    # call returns, so the interrupt surfaces out of synchronize() once the
+    # work it waited for is done, and the work is not cancelled (as with
+    # CUDA). A second, uncaught one ends the process as an interrupt does.
+    #
+    #
+    # Nothing here depends on timing or on how the test is started:
+    # - the child installs Python's SIGINT handler itself: a process started
+    #   in the background by a non-interactive shell (`make test &`) inherits
+    #   SIGINT ignored, and Python then leaves it ignored (CI saw "no
+    #   interrupt" for that reason only);
+    # - the signal goes to the main thread (pthread_kill), once the main
+    #   thread is inside synchronize() (its innermost Python frame), not
+    #   after a delay that a loaded machine may outlast;
+    # - the gate opens after the signal is sent, so the wait cannot end
+    #   before it.
+    # The interrupt may surface before the wait if the main thread has not
+    # reached the C call yet; it always surfaces inside synchronize().
     result = run_python("""
-        import os, signal, threading, torch, torch_accinte
+        import signal, sys, threading, time, torch, torch_accinte
         from torch_accinte import _C
 
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        main = threading.main_thread()
+
         def interrupt_then_open(gate):
-            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 30.0
+            while sys._current_frames()[main.ident].f_code \\
+                    is not torch.accinte.synchronize.__code__:
+                if time.monotonic() > deadline:
+                    print("main thread never entered synchronize()", flush=True)
+                    break
+                time.sleep(0.001)
+            signal.pthread_kill(main.ident, signal.SIGINT)
             gate.open()
 
         x = torch.arange(6.0).to("accinte")
         sevens = torch.full((6,), 7.0).to("accinte")
         gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
         x.copy_(sevens)                      # device to device: queued
-        threading.Timer(0.2, interrupt_then_open, [gate]).start()
+        threading.Thread(target=interrupt_then_open, args=[gate]).start()
         try:
             torch.accinte.synchronize()
             print("no interrupt")
-        except KeyboardInterrupt:
-            print("KeyboardInterrupt", flush=True)
+        except KeyboardInterrupt as interrupt:
+            tb, codes = interrupt.__traceback__, []
+            while tb is not None:
+                codes.append(tb.tb_frame.f_code)
+                tb = tb.tb_next
+            print("KeyboardInterrupt in synchronize:",
+                  torch.accinte.synchronize.__code__ in codes, flush=True)
         print("usable:", x.cpu().tolist(), flush=True)
         gate = _C._testing.StreamGate(0, timeout_seconds=30.0)
-        threading.Timer(0.2, interrupt_then_open, [gate]).start()
+        threading.Thread(target=interrupt_then_open, args=[gate]).start()
         torch.accinte.synchronize()
         print("not reached")
     """, timeout=60)
-    assert result.stdout.splitlines() == ["KeyboardInterrupt",
+    assert result.stdout.splitlines() == ["KeyboardInterrupt in synchronize: True",
                                           "usable: [7.0, 7.0, 7.0, 7.0, 7.0, 7.0]"]
     assert result.returncode == -signal.SIGINT, result.stderr
     assert result.stderr.rstrip().endswith("KeyboardInterrupt")

@@ -18,6 +18,7 @@ import textwrap
 import pytest
 import torch
 import torch_accinte
+from conftest import hermetic_python
 
 try:
     import tomllib
@@ -36,9 +37,16 @@ _EMPTY = tempfile.TemporaryDirectory(prefix="ch06_autoload_")
 
 
 def run(code: str, path, autoload: str | None = "1", warnings_are_errors=True,
-        python=sys.executable):
+        python=None):
     """Runs ``code`` with only ``path`` (a directory or a list; None: nothing)
-    on ``PYTHONPATH`` and autoload set as given (None: variable unset)."""
+    on ``PYTHONPATH`` and autoload set as given (None: variable unset).
+
+    NB: by default in conftest's hermetic_python(), which sees no installed
+    copy of torch_accinte (`make demo` installs one beside torch): "only
+    ``path``" must hold for the package, its metadata and its entry point.
+    """
+    if python is None:
+        python = hermetic_python()
     env = dict(os.environ)
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     if autoload is not None:

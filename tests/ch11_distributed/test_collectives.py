@@ -15,11 +15,11 @@ silently stale result).
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 import torch
 import torch_accinte  # noqa: F401
+from conftest import hermetic_python
 
 WORKER = pathlib.Path(__file__).with_name("worker.py")
 WORLD = 2
@@ -32,7 +32,7 @@ def run_ranks(case, tmp_path, env=None):
     full_env = dict(os.environ, **(env or {}))
     store = tmp_path / "store"
     processes = [
-        subprocess.Popen([sys.executable, str(WORKER), case, str(rank), str(WORLD), str(store)],
+        subprocess.Popen([hermetic_python(), str(WORKER), case, str(rank), str(WORLD), str(store)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=full_env)
         for rank in range(WORLD)
@@ -76,7 +76,7 @@ def test_ddp_under_torchrun():
     # its rendezvous on localhost instead of a file store.
     case = "ddp_matches_one_process"
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+        [hermetic_python(), "-m", "torch.distributed.run", "--standalone",
          "--nproc-per-node", str(WORLD), str(WORKER), case],
         capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stdout + result.stderr
