@@ -2,8 +2,11 @@
 
 PYTHON ?= python3
 BUILD := build
-# The second PyTorch release every stage is built and tested against.
-COMPAT_TORCH := 2.14.1
+# The supported PyTorch releases (requirements/torch.txt): every stage is
+# built and tested against the first, the installed one; `make test-compat`
+# runs the final stage's whole suite against each of the others.
+SUPPORTED_TORCH := $(patsubst torch==%,%,$(shell grep '^torch==' requirements/torch.txt))
+COMPAT_TORCH := $(wordlist 2,$(words $(SUPPORTED_TORCH)),$(SUPPORTED_TORCH))
 # TORCH_VERSION=X.Y.Z builds and tests against that release instead of the
 # installed one: in a virtual environment and a build tree of its own, so the
 # two never mix (`TORCH_VERSION=2.14.1 make test-stage STAGE=03`).
@@ -40,7 +43,7 @@ help: ## List the targets
 	@echo "  Stages: $(STAGES) (final: $(FINAL_STAGE)); pick one with STAGE=NN"
 
 deps: $(BUILD)/.deps ## Install missing Debian and pinned pip packages
-$(BUILD)/.deps: tools/install_deps.sh requirements/build.txt requirements/test.txt requirements/docs.txt
+$(BUILD)/.deps: tools/install_deps.sh requirements/torch.txt requirements/build.txt requirements/test.txt requirements/docs.txt
 	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) tools/install_deps.sh
 	@mkdir -p $(BUILD) && touch $@
 
@@ -171,11 +174,19 @@ test-stages: build ## Each chapter's tests against its own stage
 	  test "$$exit_status" -eq 0 || exit "$$exit_status"; \
 	done
 
-test-final: build ## All tests against the final stage, the install into a fresh venv included
-	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTEST) $(call tests_up_to,$(FINAL_STAGE))
+# Every chapter's tests and the real workloads (tests/workloads), against
+# the final stage. NB: the install into a fresh venv builds with setup.py in
+# build/cmake, the installed torch's tree: it runs only without TORCH_VERSION.
+FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads
+test-final: build ## All tests and the workloads against the final stage, the install into a fresh venv included
+	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
+	  $(PYTEST) $(FINAL_TESTS)
 
-test-compat: ## Every stage built and tested against torch $(COMPAT_TORCH) as well
-	$(MAKE) --no-print-directory TORCH_VERSION=$(COMPAT_TORCH) test-stages
+test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TORCH)
+	@set -e; for version in $(COMPAT_TORCH); do \
+	  echo "== the final stage's whole suite against torch $$version"; \
+	  $(MAKE) --no-print-directory TORCH_VERSION=$$version test-final; \
+	done
 
 # What `make test` runs, in order; each step is a target. tools/timed_steps.py
 # runs them one by one, stops at the first that fails and ends, pass or

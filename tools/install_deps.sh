@@ -24,14 +24,15 @@ if ((${#missing[@]})); then
 fi
 
 # --- Python packages -------------------------------------------------------
-# NB: torch releases are named exactly, here and only here; asking pip for
-# an unpinned torch would pull a multi-GB CUDA build. Without TORCH_VERSION,
-# an installed torch of the tested range (see pyproject.toml) is kept, and
-# 2.13.0 is installed if there is none. With TORCH_VERSION (and VENV, as the
-# Makefile sets them) that release goes into a virtual environment of its own,
-# which is kept between runs.
-tested_range='2.13 <= v < 2.15'
-default_torch=2.13.0
+# NB: torch releases are named exactly, in requirements/torch.txt and only
+# there; asking pip for an unpinned torch would pull a multi-GB CUDA build.
+# Without TORCH_VERSION, an installed torch of a supported release (major and
+# minor as one of the file's) is kept, and the file's first release is
+# installed if there is none. With TORCH_VERSION (and VENV, as the Makefile
+# sets them) that release goes into a virtual environment of its own, which
+# is kept between runs.
+supported=$(sed -n 's/^torch==//p' requirements/torch.txt)
+default_torch=$(echo "$supported" | head -n 1)
 if [ -n "${TORCH_VERSION:-}" ]; then
   VENV=${VENV:?TORCH_VERSION needs VENV}
   if [ ! -x "$VENV/bin/python" ]; then
@@ -43,18 +44,14 @@ fi
 have_torch=$("$PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
 if [ -n "${TORCH_VERSION:-}" ]; then
   want_torch=$TORCH_VERSION
-elif [ -n "$have_torch" ] && "$PYTHON" - "$have_torch" <<'PY'
-import sys
-major, minor = (int(part) for part in sys.argv[1].split(".")[:2])
-sys.exit(0 if (2, 13) <= (major, minor) < (2, 15) else 1)
-PY
+elif [ -n "$have_torch" ] && echo "$supported" | cut -d. -f1,2 | grep -qxF "$(echo "$have_torch" | cut -d. -f1,2)"
 then
   want_torch=$have_torch
 else
   want_torch=$default_torch
 fi
 if [ "$have_torch" != "$want_torch" ]; then
-  echo "install_deps: installing torch==$want_torch (found '${have_torch:-none}'; tested: $tested_range)"
+  echo "install_deps: installing torch==$want_torch (found '${have_torch:-none}'; supported: '$(echo $supported)')"
   "$PYTHON" -m pip install -q --disable-pip-version-check "torch==$want_torch"
 fi
 # pip resolves against the installed torch and installs only what is missing.

@@ -50,8 +50,9 @@ def test_only_marked_symbols_are_exported(library):
 
 def test_pip_keeps_the_installed_torch(tmp_path):
     # `pip install --no-build-isolation .` resolves the dependencies against
-    # the torch this interpreter has (2.13 or 2.14: make test runs this on
-    # both): pip would install the package and nothing else, torch included.
+    # the torch this interpreter has (each release of requirements/torch.txt:
+    # make test runs this on all of them): pip would install the package and
+    # nothing else, torch included.
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
