@@ -39,14 +39,13 @@ class Result:
     pairs: list = dataclasses.field(default_factory=list)
 
     def compare(self, what: str, actual, expected, **tolerance) -> None:
-        """Keeps ``actual`` (accinte) against ``expected`` (CPU) for :meth:`check`."""
-        self.pairs.append((what, actual, expected, tolerance))
+        """Keeps a CPU copy of ``actual`` (accinte) and of ``expected`` (CPU),
+        as they are now, for :meth:`check`."""
+        self.pairs.append((what, _to_cpu(actual), _to_cpu(expected), tolerance))
 
     def check(self) -> None:
         """Raises AssertionError, naming the value, if one pair disagrees."""
         for what, actual, expected, tolerance in self.pairs:
-            actual = _to_cpu(actual)
-            expected = _to_cpu(expected)
             try:
                 torch.testing.assert_close(actual, expected, **tolerance)
             except AssertionError as error:
@@ -66,8 +65,9 @@ class Result:
 
 
 def _to_cpu(value):
+    """A CPU copy of ``value``'s tensors, which later steps cannot change."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return value.detach().to("cpu", copy=True)
     if isinstance(value, (list, tuple)):
         return type(value)(_to_cpu(v) for v in value)
     if isinstance(value, dict):
@@ -313,18 +313,20 @@ class _Squares(torch.utils.data.Dataset):
 
 def dataloader_pinned(workers: int = 2) -> Result:
     """A ``DataLoader`` with ``pin_memory=True`` and worker processes feeding
-    a linear model with non-blocking copies."""
+    a linear model with non-blocking copies.
+
+    NB: no ``pin_memory_device``: PyTorch deprecates it and pins for the
+    current accelerator, which is accinte once the backend is loaded."""
     result = Result(f"DataLoader, pin_memory=True, {workers} workers",
                     "batches pinned, predictions")
     loader = torch.utils.data.DataLoader(
-        _Squares(), batch_size=8, num_workers=workers, pin_memory=True,
-        pin_memory_device=DEVICE)
+        _Squares(), batch_size=8, num_workers=workers, pin_memory=True)
     torch.manual_seed(5)
     cpu_model = torch.nn.Linear(4, 1)
     model = copy.deepcopy(cpu_model).to(DEVICE)
     pinned, outputs, cpu_outputs = [], [], []
     for x, y in loader:
-        pinned.append(x.is_pinned(DEVICE) and y.is_pinned(DEVICE))
+        pinned.append(x.is_pinned() and y.is_pinned())
         with torch.no_grad():
             outputs.append(model(x.to(DEVICE, non_blocking=True)).cpu())
             cpu_outputs.append(cpu_model(x))
