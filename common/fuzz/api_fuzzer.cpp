@@ -17,7 +17,8 @@
  *   kernels and memsets are right, and a refused call wrote nothing);
  * - `accinteMemGetInfo` reports the model's free memory exactly;
  * - pointer attributes describe the allocation a pointer points into;
- * - a kernel failure is reported only if a kernel failed, with a message;
+ * - a kernel failure is reported only if a kernel failed, with a message,
+ *   and never twice: there are never more reports than failed kernels;
  * - at the end of each input, with everything freed and destroyed, every
  *   device is back to its full capacity.
  *
@@ -242,11 +243,17 @@ class Program {
     }
   }
 
-  /** A synchronize returns success, or a failure a kernel really caused. */
+  /** A synchronize or query returns success, or a failure a kernel really
+   * caused and that no earlier call reported. */
   void expectSynchronized(accinteError_t status, const char* call) {
     if (status == accinteErrorLaunchFailure) {
       if (failingKernels_ == 0) {
         fail("a launch failure was reported but no kernel failed:", call);
+      }
+      // NB: each report covers at least one failure, and each failure is
+      // reported once, whichever stream or event carries it.
+      if (++reportedFailures_ > failingKernels_) {
+        fail("a launch failure was reported twice:", call);
       }
       if (accinteGetLastFailureMessage()[0] == '\0') {
         fail("a launch failure came without a message:", call);
@@ -653,15 +660,15 @@ class Program {
       case 2: {
         const accinteError_t status = accinteEventQuery(event->handle);
         if (status != accinteErrorNotReady) {
-          expectSuccess(status, "accinteEventQuery");
+          expectSynchronized(status, "accinteEventQuery");
         } else if (!event->recorded) {
           fail("an event never recorded is not ready");
         }
         break;
       }
       case 3:
-        expectSuccess(accinteEventSynchronize(event->handle),
-                      "accinteEventSynchronize");
+        expectSynchronized(accinteEventSynchronize(event->handle),
+                           "accinteEventSynchronize");
         break;
       case 4:
         elapsedTime(*event, *pick(events_));
@@ -990,6 +997,8 @@ class Program {
   std::vector<accinteStream_t> staleStreams_;
   std::vector<accinteEvent_t> staleEvents_;
   int failingKernels_ = 0;
+  /** Launch failures reported so far. */
+  int reportedFailures_ = 0;
 };
 
 } // namespace

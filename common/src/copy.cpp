@@ -213,7 +213,7 @@ accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
     orderAfter(*stream, *srcStream);
   }
   // NB: the copy's own status is handed back through `status` rather than
-  // made sticky: the caller is right here to receive it.
+  // carried by the stream: the caller is right here to receive it.
   auto status = std::make_shared<accinteError_t>(accinteSuccess);
   const uint64_t ticket =
       stream->enqueue(makeOperation([plan = std::move(plan), status] {

@@ -3,7 +3,6 @@
 #include "lifecycle.h"
 #include "stream.h"
 
-#include <stdexcept>
 #include <utility>
 
 namespace accinte::emulator {
@@ -20,17 +19,17 @@ uintptr_t fromEventHandle(accinteEvent_t handle) {
 
 } // namespace
 
-void EventCompletion::complete(std::optional<std::string> upstreamFailure) {
+void EventCompletion::complete(CarriedFailures failures) {
   std::lock_guard<std::mutex> lock(mutex_);
   completedAt_ = std::chrono::steady_clock::now();
-  upstreamFailure_ = std::move(upstreamFailure);
+  failures_ = std::move(failures);
   isComplete_ = true;
   completed_.notify_all();
 }
 
-std::optional<std::string> EventCompletion::upstreamFailure() {
+CarriedFailures EventCompletion::failures() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return upstreamFailure_;
+  return failures_;
 }
 
 bool EventCompletion::isComplete() {
@@ -53,7 +52,7 @@ void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record) {
   // NB: runs on the stream's own worker, so the stream outlives it, and it
   // sees every failure of the work enqueued before it.
   stream.enqueue(makeOperation([record = std::move(record), &stream] {
-    record->complete(stream.pendingFailureMessage());
+    record->complete(stream.carriedFailures()); // LITERALINCLUDE EMPHASIZE
     return accinteSuccess;
   }));
 }
@@ -63,15 +62,11 @@ void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record) {
   // enqueued before this wait, so waits can never form a cycle.
   // NB: work that waits for failed work fails too: the waiting stream takes
   // the failure over, so whatever it runs next on stale inputs is reported
-  // by its own synchronize instead of passing silently.
-  stream.enqueue(makeOperation([record = std::move(record)] {
+  // by its own synchronize instead of passing silently. It is the same
+  // failure, not a copy: reported by either stream, it is reported by both.
+  stream.enqueue(makeOperation([record = std::move(record), &stream] {
     record->wait();
-    if (auto failure = record->upstreamFailure()) {
-      throw std::runtime_error(
-          "waited for an event of a stream whose "
-          "earlier work failed: " +
-          *failure);
-    }
+    stream.inherit(record->failures()); // LITERALINCLUDE EMPHASIZE
     return accinteSuccess;
   }));
 }
@@ -138,8 +133,9 @@ accinteError_t accinteEventCreate(accinteEvent_t* event) {
 accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
                                            unsigned int flags) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
-  if (event == nullptr ||
-      (flags & ~static_cast<unsigned int>(accinteEventDisableTiming)) != 0) {
+  constexpr auto kKnownFlags = static_cast<unsigned int>(
+      accinteEventDisableTiming | accinteEventDisableFailureReport);
+  if (event == nullptr || (flags & ~kKnownFlags) != 0) {
     return accinteErrorInvalidValue;
   }
   return EventRegistry::instance().create(flags, event);
@@ -167,15 +163,21 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
 }
 // LITERALINCLUDE END: EMULATOR_EVENT_RECORD
 
+// LITERALINCLUDE START: EMULATOR_EVENT_QUERY
 accinteError_t accinteEventQuery(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
   auto record = resolved->latestRecord();
-  if (record && !record->isComplete()) {
+  if (!record) {
+    return accinteSuccess;
+  }
+  if (!record->isComplete()) {
     return accinteErrorNotReady;
   }
-  return accinteSuccess;
+  // LITERALINCLUDE EMPHASIZE NEXT
+  return resolved->reportsFailures() ? report(record->failures())
+                                     : accinteSuccess;
 }
 
 accinteError_t accinteEventSynchronize(accinteEvent_t event) {
@@ -183,11 +185,16 @@ accinteError_t accinteEventSynchronize(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
-  if (auto record = resolved->latestRecord()) {
-    record->wait();
+  auto record = resolved->latestRecord();
+  if (!record) {
+    return accinteSuccess;
   }
-  return accinteSuccess;
+  record->wait();
+  // LITERALINCLUDE EMPHASIZE NEXT
+  return resolved->reportsFailures() ? report(record->failures())
+                                     : accinteSuccess;
 }
+// LITERALINCLUDE END: EMULATOR_EVENT_QUERY
 
 accinteError_t accinteEventElapsedTime(float* milliseconds,
                                        accinteEvent_t start,

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "failure.h"
+
 #include <accinte/runtime.h>
 
 #include <chrono>
@@ -7,8 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <string>
 #include <unordered_map>
 
 namespace accinte::emulator {
@@ -23,11 +23,11 @@ namespace accinte::emulator {
 class EventCompletion {
  public:
   /** Marks the record complete, stamping the time, and wakes waiters.
-   * `upstreamFailure` is the message of a failure still pending on the
-   * recording stream when it reached the record. */
-  void complete(std::optional<std::string> upstreamFailure);
-  /** The failure complete() was given, if any. */
-  std::optional<std::string> upstreamFailure();
+   * `failures` are those the recording stream carried, unreported, when it
+   * reached the record. */
+  void complete(CarriedFailures failures);
+  /** The failures complete() was given (reported ones included). */
+  CarriedFailures failures();
   /** True once complete() ran. */
   bool isComplete();
   /** Blocks until complete() ran. */
@@ -40,18 +40,17 @@ class EventCompletion {
   std::condition_variable completed_;
   bool isComplete_ = false;
   std::chrono::steady_clock::time_point completedAt_;
-  std::optional<std::string> upstreamFailure_;
+  CarriedFailures failures_;
 };
 
 class Stream;
 
 /** Enqueues on `stream` the completion of `record`: it completes when the
- * stream reaches it, noting a failure still pending on the stream then. */
+ * stream reaches it, and carries the failures the stream carries then. */
 void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record);
 
-/** Enqueues on `stream` a wait for `record`. If `record` noted a failure,
- * the wait fails with that failure's message, so the failure becomes
- * `stream`'s too. */
+/** Enqueues on `stream` a wait for `record`, after which `stream` carries
+ * the failures `record` carries too. */
 void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record);
 
 /** An event: its flags and its most recent record, if any. */
@@ -63,6 +62,11 @@ class Event {
   /** False if created with ::accinteEventDisableTiming. */
   bool hasTiming() const {
     return (flags_ & accinteEventDisableTiming) == 0;
+  }
+
+  /** False if created with ::accinteEventDisableFailureReport. */
+  bool reportsFailures() const {
+    return (flags_ & accinteEventDisableFailureReport) == 0;
   }
 
   /** Starts a new record and returns its completion. */

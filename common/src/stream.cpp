@@ -35,17 +35,10 @@ namespace {
 /** Set on each stream's worker thread; see onStreamWorker(). */
 thread_local bool isStreamWorker = false;
 
-/** The message of the failure last reported to this thread. */
-thread_local std::string lastFailureMessage;
-
 } // namespace
 
 bool onStreamWorker() {
   return isStreamWorker;
-}
-
-void setLastFailureMessage(std::string message) {
-  lastFailureMessage = std::move(message);
 }
 
 accinteError_t checkNotOnStreamWorker() {
@@ -142,24 +135,21 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
 }
 
 void Stream::finishLocked(Outcome outcome) {
-  // NB: failures are sticky: the first one is kept until a synchronize or
-  // query reports it, since nobody waits on an individual operation.
-  if (outcome.status != accinteSuccess && pendingFailure_ == accinteSuccess) {
-    pendingFailure_ = outcome.status; // LITERALINCLUDE EMPHASIZE
-    pendingFailureMessage_ = std::move(outcome.message);
+  // NB: nobody waits on an individual operation, so a failure is kept until
+  // a synchronize or query of a stream or event that carries it reports it.
+  if (outcome.status != accinteSuccess) {
+    // LITERALINCLUDE EMPHASIZE NEXT 2
+    carry(failures_,
+          {std::make_shared<Failure>(std::move(outcome.message)), false});
   }
   ++finishedCount_; // LITERALINCLUDE EMPHASIZE
   workFinished_.notify_all();
 }
 
-accinteError_t Stream::takeFailureLocked() {
-  if (pendingFailure_ == accinteSuccess) {
-    return accinteSuccess;
-  }
-  pendingFailure_ = accinteSuccess;
-  lastFailureMessage = std::move(pendingFailureMessage_);
-  pendingFailureMessage_.clear();
-  return accinteErrorLaunchFailure;
+accinteError_t Stream::takeFailuresLocked() {
+  const accinteError_t status = report(failures_);
+  failures_.clear();
+  return status;
 }
 // LITERALINCLUDE END: EMULATOR_STREAM_WORKER
 
@@ -197,7 +187,7 @@ void Stream::waitIdle() {
 
 accinteError_t Stream::query() {
   std::lock_guard<std::mutex> lock(mutex_);
-  ACCINTE_RETURN_IF_ERROR(takeFailureLocked());
+  ACCINTE_RETURN_IF_ERROR(takeFailuresLocked());
   // NB: compared with the *finished* count, not the queue: an operation that
   // has been dequeued but is still running is not done.
   return finishedCount_ == enqueuedCount_ ? accinteSuccess
@@ -206,20 +196,20 @@ accinteError_t Stream::query() {
 
 accinteError_t Stream::synchronize() {
   waitIdle();
-  return takeFailure();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return takeFailuresLocked();
 }
 
-std::optional<std::string> Stream::pendingFailureMessage() {
+CarriedFailures Stream::carriedFailures() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pendingFailure_ == accinteSuccess) {
-    return std::nullopt;
+  return unreported(failures_);
+}
+
+void Stream::inherit(const CarriedFailures& failures) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const CarriedFailure& entry : failures) {
+    carry(failures_, {entry.failure, /*inherited=*/true});
   }
-  return pendingFailureMessage_;
-}
-
-accinteError_t Stream::takeFailure() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return takeFailureLocked();
 }
 
 void Stream::requestStop() {
@@ -532,7 +522,3 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_KERNEL_LAUNCH
-
-const char* accinteGetLastFailureMessage(void) {
-  return lastFailureMessage.c_str();
-}

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "failure.h"
+
 #include <accinte/runtime.h>
 
 #include <chrono>
@@ -8,7 +10,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -62,10 +63,6 @@ uintptr_t newHandleValue();
  * refuse to run there: the stream it waits for may be this thread's own. */
 bool onStreamWorker();
 
-/** Makes `message` what accinteGetLastFailureMessage() tells the calling
- * thread. */
-void setLastFailureMessage(std::string message);
-
 /** Returns ::accinteErrorNotPermitted on a stream's worker thread, else
  * ::accinteSuccess; see onStreamWorker(). */
 accinteError_t checkNotOnStreamWorker();
@@ -114,23 +111,24 @@ class Stream {
    */
   void waitUntilFinished(uint64_t ticket);
 
-  /** Blocks until everything enqueued so far has finished; leaves any pending
-   * failure in place. */
+  /** Blocks until everything enqueued so far has finished; reports nothing,
+   * so the failures stay for the user's synchronize. */
   void waitIdle();
 
-  /** ::accinteErrorLaunchFailure (clearing it) if an operation failed,
+  /** Reports the failures the stream carries (see report()) if any, else
    * ::accinteErrorNotReady if work is outstanding, else ::accinteSuccess. */
   accinteError_t query();
 
-  /** waitIdle(), then returns and clears the pending failure. */
+  /** waitIdle(), then reports the failures the stream carries. */
   accinteError_t synchronize();
 
-  /** Returns ::accinteErrorLaunchFailure and clears it if an operation failed
-   * since the last call, else ::accinteSuccess. */
-  accinteError_t takeFailure();
-  /** The message of the pending failure, if an operation failed and no
-   * synchronize or query has reported it yet; leaves it pending. */
-  std::optional<std::string> pendingFailureMessage();
+  /** The failures the stream carries that nobody has reported yet: its own
+   * and those it took over by waiting for failed work. Leaves them in place.
+   */
+  CarriedFailures carriedFailures();
+
+  /** Takes over `failures` (of an event record this stream waited for). */
+  void inherit(const CarriedFailures& failures);
 
   /** Asks the worker to finish the queue and exit; later operations run
    * inline on the enqueuing thread. */
@@ -156,10 +154,8 @@ class Stream {
   /** Records that one operation finished. Needs mutex_. */
   void finishLocked(Outcome outcome);
 
-  /** Reports and clears the pending failure, if any: tells the calling
-   * thread its message and returns ::accinteErrorLaunchFailure; else returns
-   * ::accinteSuccess. Needs mutex_. */
-  accinteError_t takeFailureLocked();
+  /** report()s and forgets the failures the stream carries. Needs mutex_. */
+  accinteError_t takeFailuresLocked();
 
   const accinteStream_t handle_;
   const int device_;
@@ -172,9 +168,9 @@ class Stream {
   std::deque<std::unique_ptr<Operation>> queue_;
   uint64_t enqueuedCount_ = 0;
   uint64_t finishedCount_ = 0;
-  /** First failure since the last synchronize or query, and its message. */
-  accinteError_t pendingFailure_ = accinteSuccess;
-  std::string pendingFailureMessage_;
+  /** The failures not reported when the stream last reported, oldest
+   * first. */
+  CarriedFailures failures_;
   bool stopRequested_ = false;
   /** True once the worker will run no more operations (or never existed). */
   bool workerExited_ = false;

@@ -246,9 +246,9 @@ TEST(Event, AWaitForFailedWorkFailsTheWaitingStream) {
   EXPECT_EQ(std::string(accinteGetLastFailureMessage()),
             "waited for an event of a stream whose earlier work failed: "
             "the collective failed");
-  // The producer reports its own failure once, as before.
-  EXPECT_EQ(accinteStreamSynchronize(producer), accinteErrorLaunchFailure);
-  EXPECT_STREQ(accinteGetLastFailureMessage(), "the collective failed");
+  // It is one failure, reported once: the producer, which nobody
+  // synchronized yet, has nothing left to report.
+  EXPECT_OK(accinteStreamSynchronize(producer));
   // A record made after the failure was reported carries nothing.
   ASSERT_OK(accinteEventRecord(event, producer));
   ASSERT_OK(accinteStreamWaitEvent(consumer, event));
@@ -281,8 +281,9 @@ TEST(Event, ACopyAcrossDevicesAfterFailedWorkFails) {
   EXPECT_EQ(accinteDeviceSynchronize(), accinteErrorLaunchFailure);
   EXPECT_NE(std::string(accinteGetLastFailureMessage()).find("device 0 failed"),
             std::string::npos);
+  // Reported once, by the device that waited for it.
   ASSERT_OK(accinteSetDevice(0));
-  EXPECT_EQ(accinteStreamSynchronize(stream0), accinteErrorLaunchFailure);
+  EXPECT_OK(accinteStreamSynchronize(stream0));
 }
 
 } // namespace

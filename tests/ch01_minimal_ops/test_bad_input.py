@@ -17,6 +17,9 @@ import torch_accinte  # noqa: F401
 from conftest import run_python, stage_has
 from torch_accinte import _C
 
+#: Streams per device and priority in chapter 01's pool.
+POOLED_STREAMS = 8
+
 OUT_OF_RANGE = r"invalid device index {}: there are 2 accinte devices \(valid indices 0 to 1\)"
 
 # Every call of chapter 01 that takes a device index as an int.
@@ -149,11 +152,20 @@ def test_elapsed_time_needs_timing_records_and_completion():
     assert_usable()
 
 
+def recorded_event():
+    """An event recorded on the current stream now."""
+    event = torch.accinte.Event()
+    event.record()
+    return event
+
+
 def test_a_failed_kernel_is_reported_by_every_wait_with_its_message():
     waits = {
         "Stream.synchronize": lambda: torch.accinte.current_stream().synchronize(),
         "Stream.query": lambda: torch.accinte.current_stream().query(),
         "a blocking copy to the host": lambda: torch.ones(2).to("accinte").cpu(),
+        "Event.synchronize": lambda: recorded_event().synchronize(),
+        "Event.query": lambda: recorded_event().query(),
     }
     for name, wait in waits.items():
         _C._testing.launch_failing_kernel(0, f"bad descriptor before {name}")
@@ -177,10 +189,43 @@ def test_a_stream_that_waited_for_failed_work_reports_the_first_message():
     with pytest.raises(RuntimeError, match="waited for an event of a stream whose "
                        "earlier work failed: bad descriptor"):
         side.synchronize()
-    # The failed stream still reports its own failure.
-    with pytest.raises(RuntimeError, match="reported: bad descriptor"):
-        torch.accinte.synchronize()
+    # One failure, reported once: the failed stream has nothing left to say.
+    torch.accinte.current_stream().synchronize()
+    torch.accinte.synchronize()
     side.synchronize()
+    assert_usable()
+
+
+def test_an_event_reports_the_failure_of_the_work_before_it_once():
+    _C._testing.launch_failing_kernel(0, "bad descriptor")
+    done = torch.accinte.Event()
+    done.record()
+    # A read of what the failed work should have written must not pass for
+    # a result: the event that says the work is over says it failed.
+    with pytest.raises(RuntimeError, match="accinteErrorLaunchFailure.*bad descriptor"):
+        done.synchronize()
+    # Once: neither the event nor its stream reports it again.
+    assert done.query()
+    done.synchronize()
+    torch.accinte.current_stream().synchronize()
+    torch.accinte.synchronize()
+    assert_usable()
+
+
+def test_a_pooled_stream_handed_out_again_does_not_raise_an_old_failure():
+    side = torch.accinte.Stream(0)
+    _C._testing.launch_failing_kernel(0, "bad descriptor")
+    side.wait_stream(torch.accinte.current_stream())  # side depends on it...
+    with pytest.raises(RuntimeError, match="bad descriptor"):
+        torch.accinte.current_stream().synchronize()  # ...and the user was told
+    # The pool hands every stream out again, `side` among them, for work
+    # that has nothing to do with the failure.
+    again = [torch.accinte.Stream(0) for _ in range(POOLED_STREAMS)]
+    assert side in again
+    with torch.accinte.stream(side):
+        values = torch.arange(4.0).to("accinte")
+    side.synchronize()
+    torch.testing.assert_close(values.cpu(), torch.arange(4.0))
     assert_usable()
 
 

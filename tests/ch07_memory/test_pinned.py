@@ -49,6 +49,27 @@ def test_non_blocking_device_to_pinned_copy_lands_after_the_stream_runs():
     torch.testing.assert_close(host, values)
 
 
+def test_an_event_after_a_failed_kernel_fails_before_a_pinned_result_is_read():
+    # The idiom of an asynchronous read: copy into pinned memory, record an
+    # event, synchronize the event, read the host buffer. If the work before
+    # the copy failed, the buffer holds stale values, and the event must say
+    # so instead of returning as if the result were there.
+    source = torch.arange(N, dtype=torch.float32).to("accinte")
+    host = torch.zeros(N).pin_memory()
+    _C._testing.launch_failing_kernel(0, "the result was never written")
+    host.copy_(source, non_blocking=True)
+    copied = torch.accinte.Event()
+    copied.record()
+    with pytest.raises(RuntimeError, match="the result was never written"):
+        copied.synchronize()
+    # Reported once; the stream then works as before.
+    torch.accinte.synchronize()
+    host.copy_(source, non_blocking=True)
+    copied.record()
+    copied.synchronize()
+    torch.testing.assert_close(host, torch.arange(N, dtype=torch.float32))
+
+
 def test_to_cpu_non_blocking_gives_pinned_memory():
     values = torch.arange(N, dtype=torch.float32)
     moved = values.to("accinte").to("cpu", non_blocking=True)

@@ -10,6 +10,7 @@ would wait for the held stream.
 """
 
 import threading
+import time
 
 import pytest
 import torch
@@ -81,6 +82,31 @@ def test_record_stream_holds_a_block_until_the_other_stream_is_done():
     torch.empty(1, device="accinte")
     final = torch.accinte.memory_stats()
     assert final["active_bytes.all.current"] < after["active_bytes.all.current"]
+
+
+def test_the_allocators_polling_leaves_a_failure_to_the_user():
+    # The allocator polls an event on `side` to learn when the block may be
+    # reused; the work before that event failed. The poll must neither
+    # raise nor take the failure away from the user's own synchronize.
+    side = torch.accinte.Stream()
+    tensor = torch.empty(N, device="accinte")
+    with torch.accinte.stream(side):
+        _C._testing.launch_failing_kernel(0, "failed on the side stream")
+    tensor.record_stream(side)
+    before = torch.accinte.memory_stats()["active_bytes.all.current"]
+    del tensor  # held by an event on side
+    # NB: each allocation polls the allocator's events; the block leaves the
+    # active bytes once the poll has seen the event complete. The deadline
+    # only keeps a broken allocator from hanging the test.
+    deadline = time.monotonic() + 30
+    while (torch.accinte.memory_stats()["active_bytes.all.current"] == before
+           and time.monotonic() < deadline):
+        torch.empty(1, device="accinte")
+        time.sleep(0.001)
+    assert torch.accinte.memory_stats()["active_bytes.all.current"] < before
+    with pytest.raises(RuntimeError, match="failed on the side stream"):
+        side.synchronize()
+    side.synchronize()
 
 
 def test_record_stream_on_the_allocation_stream_changes_nothing():

@@ -7,7 +7,8 @@ so a test passes when every rank prints ``OK CASE`` and exits cleanly.
 What is covered: every collective and reduction, point to point, barrier
 and object collectives, stream ordering (the collective reads what the
 current stream wrote, and ``Work.wait()`` orders the current stream after
-it), bad input, DistributedDataParallel against one process on the whole
+it), bad input, a user's error reported once and not by later
+collectives, DistributedDataParallel against one process on the whole
 batch, and a rank that dies or stalls (an error, never a hang, and never a
 silently stale result).
 """
@@ -63,7 +64,7 @@ def test_backend_is_registered_for_the_device():
 
 CASES = ["all_reduce", "broadcast_and_reduce", "gathers_and_scatters",
          "point_to_point_and_barrier", "ordering_with_streams", "bad_input",
-         "ddp_matches_one_process"]
+         "all_reduce_after_a_user_error", "ddp_matches_one_process"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -206,6 +206,35 @@ def bad_input(rank, world, device):
     torch.testing.assert_close(tensor.cpu(), torch.full((2,), float(world)))
 
 
+@case
+def all_reduce_after_a_user_error(rank, world, device):
+    # Rank 0 makes a mistake only a kernel can see (a class index out of
+    # range). The next read of a result on that stream reports it, once;
+    # the collective's stream, which waited for the failed work and which
+    # nobody synchronizes, must not hand it to every later collective.
+    if rank == 0:
+        scores = torch.zeros(2, 3, device=device).log_softmax(1)
+        torch.nn.functional.nll_loss(scores, torch.tensor([0, 7], device=device))
+    tensor = torch.ones(2, device=device)
+    dist.all_reduce(tensor)
+    if rank == 0:
+        try:
+            tensor.cpu()
+        except RuntimeError as error:
+            assert "Target 7 is out of bounds" in str(error), str(error)
+        else:
+            raise AssertionError("the user's error was never reported")
+    for step in range(3):
+        tensor = torch.full((2,), float(step + rank), device=device)
+        dist.all_reduce(tensor)
+        want = sum(float(step + r) for r in range(world))
+        torch.testing.assert_close(tensor.cpu(), torch.full((2,), want))
+    tensor = torch.ones(2, device=device)
+    dist.all_reduce(tensor, async_op=True).wait()
+    dist.barrier()
+    torch.testing.assert_close(tensor.cpu(), torch.full((2,), float(world)))
+
+
 def train(model, batches, lr):
     """SGD on ``batches`` of (inputs, targets); the model's parameters after."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)

@@ -34,8 +34,11 @@ class HostEvent {
     } catch (const c10::Error&) {
       return; // not a live stream: nothing of it can be pending
     }
-    if (accinteEventCreateWithFlags(&event_, accinteEventDisableTiming) ==
-            accinteSuccess &&
+    // NB: the event only says when the block's last use is over; a failure
+    // of that work is left to the user's own synchronize.
+    if (accinteEventCreateWithFlags(
+            &event_, accinteEventDisableTiming |
+                         accinteEventDisableFailureReport) == accinteSuccess &&
         accinteEventRecord(event_, native) == accinteSuccess) {
       return;
     }

@@ -111,6 +111,8 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
   }
 
   bool isCompleted() override {
+    // NB: if the collective failed, the query raises its failure, once, as
+    // a query of any event after failed work does.
     return done_.query();
   }
 

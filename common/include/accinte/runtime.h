@@ -133,6 +133,13 @@ enum {
   accinteEventDefault = 0,
   /** The event does not record time (cheaper, as in CUDA). */
   accinteEventDisableTiming = 1,
+  /** accinteEventQuery() and accinteEventSynchronize() say only whether the
+   * work before the event has finished, never whether it failed, and leave
+   * its failures to the streams and events the user waits on. For a
+   * backend's own bookkeeping, such as a caching allocator polling for a
+   * block's last use. No CUDA equivalent: CUDA's errors are sticky for the
+   * whole context, so there every call reports them anyway. */
+  accinteEventDisableFailureReport = 2,
 };
 
 /**
@@ -165,12 +172,16 @@ ACCINTE_EXPORT const char* accinteGetErrorString(accinteError_t error);
  * Returns what went wrong in the launch failure most recently reported to the
  * calling thread by a synchronize or query (::accinteErrorLaunchFailure):
  * the message of the exception the kernel threw, or which error code the
- * kernel or copy returned. "" if this thread was never told of a failure.
- * Never NULL; valid until the next failure is reported to this thread.
+ * kernel or copy returned, after "waited for an event of a stream whose
+ * earlier work failed: " if the failure was reported by a stream or event
+ * that waited for the failed work. "" if this thread was never told of a
+ * failure. Never NULL; valid until the next failure is reported to this
+ * thread.
  *
- * NB: a failure is sticky per stream, as on CUDA: it is reported by
- * whichever synchronize or query on that stream comes next, however far from
- * the launch that caused it, so the message is what ties it back.
+ * NB: a failed kernel or copy is not reported by the call that enqueued it
+ * but by the first synchronize or query of a stream or event that carries
+ * it (see accinteStreamSynchronize()), however far from the launch that
+ * caused it, so the message is what ties it back.
  */
 ACCINTE_EXPORT const char* accinteGetLastFailureMessage(void);
 
@@ -195,8 +206,9 @@ ACCINTE_EXPORT accinteError_t
 accinteGetDeviceProperties(accinteDeviceProp* prop, int device);
 
 /** Blocks until all work on every stream of the current device has finished.
- * Returns the first pending kernel failure among those streams, if any.
- * From a stream's worker (inside a kernel): ::accinteErrorNotPermitted. */
+ * Reports the failures those streams carry, as accinteStreamSynchronize()
+ * does for one. From a stream's worker (inside a kernel):
+ * ::accinteErrorNotPermitted. */
 ACCINTE_EXPORT accinteError_t accinteDeviceSynchronize(void);
 
 /* ------------------------------------------------------------------------ */
@@ -322,20 +334,28 @@ ACCINTE_EXPORT accinteError_t accinteGetDefaultStream(int device,
 ACCINTE_EXPORT accinteError_t accinteStreamDestroy(accinteStream_t stream);
 
 /** Returns ::accinteSuccess when all work enqueued on the stream has
- * finished, ::accinteErrorNotReady otherwise. A pending kernel failure is
- * reported first (as ::accinteErrorLaunchFailure, then cleared), even while
- * later work is still outstanding. */
+ * finished, ::accinteErrorNotReady otherwise. A failure the stream carries
+ * is reported first, as by accinteStreamSynchronize(), even while later work
+ * is still outstanding. */
 ACCINTE_EXPORT accinteError_t accinteStreamQuery(accinteStream_t stream);
 
-/** Blocks until all work enqueued on the stream has finished; returns (and
- * clears) the first kernel failure since the last synchronize or query, whose
- * message accinteGetLastFailureMessage() then tells. From a stream's worker:
- * ::accinteErrorNotPermitted. */
+/**
+ * Blocks until all work enqueued on the stream has finished. Returns
+ * ::accinteErrorLaunchFailure if the stream carries a failure nobody has been
+ * told of: an operation of its own failed, or it waited
+ * (accinteStreamWaitEvent()) for an event whose record carried one. Each
+ * failure is reported once, by the first synchronize or query of any stream
+ * or event that carries it, and no later call reports it again; work
+ * enqueued after that is not affected. A report covering several failures
+ * tells the first one's message (accinteGetLastFailureMessage()). From a
+ * stream's worker: ::accinteErrorNotPermitted.
+ */
 ACCINTE_EXPORT accinteError_t accinteStreamSynchronize(accinteStream_t stream);
 
 /** Makes all work enqueued on `stream` after this call wait until `event`'s
  * most recent record has completed. Works across streams and devices. An
- * event never recorded imposes no wait. */
+ * event never recorded imposes no wait. The stream then carries the
+ * failures the record carries (see accinteEventQuery()). */
 ACCINTE_EXPORT accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
                                                      accinteEvent_t event);
 
@@ -371,8 +391,8 @@ ACCINTE_EXPORT accinteError_t accinteLaunchKernel(
 /** Creates an event with timing on the current device. */
 ACCINTE_EXPORT accinteError_t accinteEventCreate(accinteEvent_t* event);
 
-/** Creates an event; `flags` is ::accinteEventDefault or
- * ::accinteEventDisableTiming. */
+/** Creates an event; `flags` is ::accinteEventDefault or a combination of
+ * ::accinteEventDisableTiming and ::accinteEventDisableFailureReport. */
 ACCINTE_EXPORT accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
                                                           unsigned int flags);
 
@@ -385,11 +405,16 @@ ACCINTE_EXPORT accinteError_t accinteEventRecord(accinteEvent_t event,
                                                  accinteStream_t stream);
 
 /** ::accinteSuccess if the most recent record has completed (or the event was
- * never recorded), ::accinteErrorNotReady otherwise. */
+ * never recorded), ::accinteErrorNotReady otherwise. A completed record
+ * carries the failures its stream carried when it reached the record; those
+ * nobody has been told of yet are reported (::accinteErrorLaunchFailure),
+ * once, as by accinteStreamSynchronize(), unless the event was created with
+ * ::accinteEventDisableFailureReport. */
 ACCINTE_EXPORT accinteError_t accinteEventQuery(accinteEvent_t event);
 
-/** Blocks until the most recent record has completed; an event never
- * recorded returns at once with ::accinteSuccess. From a stream's worker:
+/** Blocks until the most recent record has completed, then reports its
+ * failures as accinteEventQuery() does; an event never recorded returns at
+ * once with ::accinteSuccess. From a stream's worker:
  * ::accinteErrorNotPermitted. */
 ACCINTE_EXPORT accinteError_t accinteEventSynchronize(accinteEvent_t event);
 
