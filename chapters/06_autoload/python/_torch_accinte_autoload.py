@@ -40,6 +40,7 @@ def _package_beside_this_module(spec) -> bool:
 # LITERALINCLUDE END: CH06_SHADOWED
 
 
+# LITERALINCLUDE START: CH06_HOW_TO_FIX
 def _how_to_fix(tree: str) -> str:
     """The fix for a copy in ``tree`` that does not load: an installer wrote
     a RECORD into its metadata, a build tree (a stage) has none."""
@@ -49,6 +50,7 @@ def _how_to_fix(tree: str) -> str:
                 "--no-build-isolation .` in the repository)")
     return (f"the build tree {tree} does not load: rebuild it for this torch "
             "and Python (`make stage` in its repository)")
+# LITERALINCLUDE END: CH06_HOW_TO_FIX
 
 
 # LITERALINCLUDE START: CH06_AUTOLOAD
