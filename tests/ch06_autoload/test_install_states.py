@@ -14,7 +14,6 @@ editable install is made from a copy of the repository under build/, whose
 chapter files the develop-loop test edits.
 """
 
-import contextlib
 import fcntl
 import os
 import pathlib
