@@ -173,6 +173,8 @@ def checkout(work_lock) -> pathlib.Path:
     moved = CHECKOUT / "build-deleted"  # left by an interrupted run
     if moved.exists() and not (CHECKOUT / "build").exists():
         moved.rename(CHECKOUT / "build")
+    for stale in CHECKOUT.glob("build/stage*/python/torch_accinte/_C.cpython-39-*"):
+        stale.unlink()  # left by an interrupted stale-tree test
     sync_sources(ROOT, CHECKOUT)
     make_stage(CHECKOUT)
     return CHECKOUT
