@@ -12,6 +12,7 @@ PyTorch resolves it, before any code of ours could catch a failure; from
 here, a broken backend costs the device, not ``import torch``.
 """
 
+import glob
 import importlib
 import importlib.util
 import os
@@ -39,6 +40,19 @@ def _package_beside_this_module(spec) -> bool:
 # LITERALINCLUDE END: CH06_SHADOWED
 
 
+# LITERALINCLUDE START: CH06_HOW_TO_FIX
+def _how_to_fix(tree: str) -> str:
+    """The fix for a copy in ``tree`` that does not load: an installer wrote
+    a RECORD into its metadata, a build tree (a stage) has none."""
+    if glob.glob(os.path.join(tree, "torch_accinte-*.dist-info", "RECORD")):
+        return (f"the copy installed in {tree} does not load: reinstall it "
+                "for this torch and Python (`pip install "
+                "--no-build-isolation .` in the repository)")
+    return (f"the build tree {tree} does not load: rebuild it for this torch "
+            "and Python (`make stage` in its repository)")
+# LITERALINCLUDE END: CH06_HOW_TO_FIX
+
+
 # LITERALINCLUDE START: CH06_AUTOLOAD
 def autoload() -> None:
     """Imports torch_accinte, which registers the accinte device; on failure,
@@ -50,12 +64,15 @@ def autoload() -> None:
     # the registration, so there is nothing to do.
     if "torch_accinte" in sys.modules:
         return
+    here = os.path.dirname(os.path.abspath(__file__))
+    fix = None
     try:
         spec = importlib.util.find_spec("torch_accinte")
         if spec is None or spec.origin is None:
+            fix = "reinstall torch_accinte, or remove that metadata"
             raise ImportError(
                 f"no torch_accinte package on sys.path, although its metadata "
-                f"is in {os.path.dirname(os.path.abspath(__file__))}"
+                f"is in {here}"
             )
         if not _package_beside_this_module(spec):
             return
@@ -64,8 +81,8 @@ def autoload() -> None:
         warnings.warn(
             "The accinte backend failed to autoload, so `import torch` went on "
             f"without the accinte device:\n  {type(error).__name__}: {error}\n"
-            "`import torch_accinte` shows the full traceback; "
-            f"{_DISABLE_HINT}.",
+            f"The fix: {fix or _how_to_fix(here)}. `import torch_accinte` shows the full "
+            f"traceback; {_DISABLE_HINT}.",
             RuntimeWarning,
             stacklevel=2,
         )
