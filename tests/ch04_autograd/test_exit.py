@@ -22,7 +22,7 @@ import time
 
 import torch_accinte
 
-from conftest import stage_has
+from conftest import hermetic_python, stage_has
 
 #: The directory on sys.path that holds the stage under test.
 STAGE = pathlib.Path(torch_accinte.__file__).parent.parent
@@ -47,16 +47,15 @@ LAUNCH_BUDGET_S = 40.0
 def _command(autoload: bool) -> tuple[list[str], dict]:
     """How to run SCRIPT against the stage under test and nothing else.
 
-    NB: only the stage is on PYTHONPATH, and the children start in an empty
-    directory, so a copy of torch_accinte installed in site-packages cannot
-    be the one that runs: with autoload on, the stage's metadata comes first
-    on sys.path; with autoload off, the script imports the package itself.
+    NB: only the stage is on PYTHONPATH, the children start in an empty
+    directory, and the interpreter is conftest's hermetic one, so a copy of
+    torch_accinte installed in site-packages cannot be the one that runs.
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = str(STAGE)
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "1" if autoload else "0"
     script = SCRIPT if autoload else "import torch_accinte\n" + SCRIPT
-    return [sys.executable, "-c", script], env
+    return [hermetic_python(), "-c", script], env
 
 
 def _run_many(autoload_modes: list[bool]) -> list[tuple[bool, int, str]]:
