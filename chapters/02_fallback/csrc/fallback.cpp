@@ -255,20 +255,11 @@ class UndeclaredWriteBack {
 };
 // LITERALINCLUDE END: CH02_UNDECLARED_WRITES
 
-/**
- * `fill_(self, value)` with the value on another device: ATen's kernel
- * fills with `value.item()`, so CUDA fills a CPU tensor with a CUDA scalar.
- * The fallback does the same, and returns whether it did.
- *
- * NB: without this, the host `self` would be refused as a written host
- * tensor; and `cpu_fallback` could not write back into it anyway.
- */
-bool filledFromAnotherDevice(const c10::OperatorHandle& op,
-                             torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  if (schema.name() != "aten::fill_" || schema.overload_name() != "Tensor") {
-    return false;
-  }
+} // namespace
+
+// NB: without this, the fallback would refuse the host `self` as a written
+// host tensor; and `cpu_fallback` could not write back into it anyway.
+bool fillFromAnotherDevice(torch::jit::Stack* stack) {
   at::Tensor self = (*stack)[stack->size() - 2].toTensor();
   const at::Tensor value = stack->back().toTensor();
   if (self.device() == value.device()) {
@@ -284,8 +275,6 @@ bool filledFromAnotherDevice(const c10::OperatorHandle& op,
   return true;
 }
 
-} // namespace
-
 // LITERALINCLUDE START: CH02_GLOBAL_FALLBACK
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (const auto reason = refusal(op)) {
@@ -294,7 +283,9 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         "' on the CPU fallback: ", *reason,
         ". The backend must implement it natively (a PrivateUse1 kernel).");
   }
-  if (filledFromAnotherDevice(op, stack)) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (schema.name() == "aten::fill_" && schema.overload_name() == "Tensor" &&
+      fillFromAnotherDevice(stack)) {
     return;
   }
   const std::optional<c10::Device> device = accinteDeviceOf(op, *stack);

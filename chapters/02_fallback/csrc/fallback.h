@@ -36,6 +36,16 @@ namespace accinte {
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 /**
+ * `fill_.Tensor(self, value)` with `value` on another device than `self`:
+ * fills `self` with `value.item()`, as ATen's kernel does (so a CPU tensor
+ * can be filled with an accinte scalar, as with a CUDA one), leaves `self`
+ * on `stack` in place of the two arguments and returns true. Returns false,
+ * and leaves `stack` alone, when both are on one device. The fallback and
+ * chapter 09's native `fill_` both use it.
+ */
+bool fillFromAnotherDevice(torch::jit::Stack* stack);
+
+/**
  * The operators (all overloads of each name) that the fallback refuses to
  * run: a CPU copy would give a wrong answer, so accinte must implement them
  * natively. Each entry is "aten::name: why". The fallback also refuses every

@@ -6,6 +6,7 @@
 #include <09_native_kernels/csrc/native_kernels.h>
 
 #include <01_minimal_ops/csrc/kernel.h>
+#include <02_fallback/csrc/fallback.h>
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -589,18 +590,11 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
    * overwrite it on the way. Returns whether it already filled.
    */
   static bool fillFromTensor(torch::jit::Stack* stack) {
-    at::Tensor self = (*stack)[stack->size() - 2].toTensor();
-    const at::Tensor value = stack->back().toTensor();
-    if (self.device() != value.device()) {
-      TORCH_CHECK(value.dim() == 0,
-                  "fill_ only supports 0-dimension value tensor but got "
-                  "tensor with ",
-                  value.dim(), " dimensions.");
-      self.fill_(value.item());
-      torch::jit::drop(*stack, 2);
-      torch::jit::push(*stack, std::move(self));
+    if (fillFromAnotherDevice(stack)) {
       return true;
     }
+    const at::Tensor& self = (*stack)[stack->size() - 2].toTensor();
+    const at::Tensor value = stack->back().toTensor();
     if (self.is_alias_of(value)) {
       stack->back() = value.clone();
     }
