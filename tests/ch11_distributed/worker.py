@@ -116,6 +116,183 @@ def gathers_and_scatters(rank, world, device):
     torch.testing.assert_close(received.cpu(), want)
 
 
+def list_collectives_on(rank, world, where):
+    """gather, scatter, reduce_scatter and all_to_all of tensors on
+    ``where``; every result, moved to the CPU, by name."""
+    results = {}
+    for dtype in (torch.float32, torch.int64):
+        for root in range(world):
+            gathered = [torch.empty(3, 4, dtype=dtype, device=where) for _ in range(world)]
+            dist.gather(rank_tensor(rank, dtype).to(where),
+                        gathered if rank == root else None, dst=root)
+            if rank == root:
+                results[f"gather {dtype} to {root}"] = torch.stack(gathered).cpu()
+            out = torch.empty(3, 4, dtype=dtype, device=where)
+            pieces = [rank_tensor(10 * root + r, dtype).to(where) for r in range(world)]
+            dist.scatter(out, pieces if rank == root else None, src=root)
+            results[f"scatter {dtype} from {root}"] = out.cpu()
+        for name in ("SUM", "MAX", "PRODUCT"):
+            out = torch.empty(3, 4, dtype=dtype, device=where)
+            dist.reduce_scatter(out, [rank_tensor(rank + 10 * r, dtype).to(where)
+                                      for r in range(world)], op=getattr(dist.ReduceOp, name))
+            results[f"reduce_scatter {dtype} {name}"] = out.cpu()
+        outputs = [torch.empty(2, 3, dtype=dtype, device=where) for _ in range(world)]
+        dist.all_to_all(outputs, [rank_tensor(10 * rank + b, dtype, (2, 3)).to(where)
+                                  for b in range(world)])
+        results[f"all_to_all {dtype}"] = torch.stack(outputs).cpu()
+    out = torch.empty(3, 4, device=where)
+    dist.reduce_scatter(out, [rank_tensor(rank + 10 * r).to(where) for r in range(world)],
+                        op=dist.ReduceOp.AVG if where.type != "cpu" else dist.ReduceOp.SUM)
+    results["reduce_scatter AVG"] = out.cpu() / (world if where.type == "cpu" else 1)
+    return results
+
+
+@case
+def list_collectives(rank, world, device):
+    # The reference is gloo: the same calls on CPU tensors, in the same
+    # "cpu:gloo,accinte:accl" group (gloo has no AVG: its reference is SUM
+    # divided here). A few values are also checked against the CPU math,
+    # so that a reference gone wrong shows too.
+    want = list_collectives_on(rank, world, torch.device("cpu"))
+    got = list_collectives_on(rank, world, device)
+    assert got.keys() == want.keys()
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=0, atol=0, msg=name)
+    if rank == 0:
+        torch.testing.assert_close(got["gather torch.float32 to 0"],
+                                   torch.stack([rank_tensor(r) for r in range(world)]))
+    torch.testing.assert_close(got["scatter torch.int64 from 1"],
+                               rank_tensor(10 + rank, torch.int64))
+    torch.testing.assert_close(
+        got["reduce_scatter torch.float32 MAX"],
+        torch.stack([rank_tensor(r + 10 * rank) for r in range(world)]).max(0).values)
+    torch.testing.assert_close(
+        got["all_to_all torch.int64"],
+        torch.stack([rank_tensor(10 * r + rank, torch.int64, (2, 3)) for r in range(world)]))
+    # Uneven lists, which NCCL takes and gloo refuses (so the CPU math is
+    # the reference): rank r sends r + b + 1 elements to rank b.
+    outputs = [torch.empty(r + rank + 1, device=device) for r in range(world)]
+    dist.all_to_all(outputs, [torch.full((rank + b + 1,), 10.0 * rank + b, device=device)
+                              for b in range(world)])
+    for r, output in enumerate(outputs):
+        torch.testing.assert_close(output.cpu(), torch.full((r + rank + 1,), 10.0 * r + rank))
+    # Bad input is refused on the caller's thread, naming the collective.
+    # NB: rank 0 alone calls accl directly (the group's front end checks
+    # less), so nothing is left waiting for a peer that never comes.
+    if rank == 0:
+        accl = dist.group.WORLD._get_backend(device)
+        out, ones = torch.empty(2, device=device), torch.ones(2, device=device)
+        for name, call, message in [
+            ("scatter list", lambda: accl.scatter([out], [[ones]]),
+             "scatter needs one tensor per rank"),
+            ("gather size", lambda: accl.gather([[torch.empty(3, device=device)] * world], [ones]),
+             "gather needs tensors of the dtype and size of its input"),
+            ("all_to_all dtype", lambda: accl.alltoall(
+                [out] * world, [ones.long()] + [ones] * (world - 1)),
+             "all_to_all needs tensors of one dtype"),
+            ("reduce_scatter size", lambda: accl.reduce_scatter([out], [[ones[:1]] * world]),
+             "reduce_scatter needs tensors of the dtype and size of its input"),
+        ]:
+            try:
+                call()
+            except RuntimeError as error:
+                assert message in str(error), (name, str(error))
+            else:
+                raise AssertionError(f"{name} was accepted")
+
+
+def coalesced_collectives_on(rank, world, where):
+    """The coalesced collectives of tensors on ``where``; their results on
+    the CPU, by name."""
+    import warnings
+
+    results = {}
+    tensors = [rank_tensor(rank).to(where), rank_tensor(rank + 3, shape=(5,)).to(where)]
+    with warnings.catch_warnings():  # both are deprecated, and still called
+        warnings.simplefilter("ignore")
+        dist.all_reduce_coalesced(tensors, op=dist.ReduceOp.MAX)
+        results["all_reduce_coalesced"] = [t.cpu() for t in tensors]
+        # outputs[r][i] receives rank r's tensors[i].
+        outputs = [[torch.empty_like(t) for t in tensors] for _ in range(world)]
+        dist.all_gather_coalesced(outputs, tensors)
+        results["all_gather_coalesced"] = [t.cpu() for ts in outputs for t in ts]
+    # What FSDP and users' code batch: the coalescing manager's fast path.
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    tensors = [rank_tensor(rank).to(where), rank_tensor(rank + 1, shape=(7,)).to(where)]
+    with _coalescing_manager(async_ops=True) as manager:
+        for tensor in tensors:
+            dist.all_reduce(tensor)
+    manager.wait()
+    results["all_reduce under the manager"] = [t.cpu() for t in tensors]
+    inputs = [rank_tensor(rank).to(where), rank_tensor(rank + 5, shape=(2,)).to(where)]
+    # NB: gloo wants the outputs shaped as the inputs stacked along dim 0.
+    outputs = [torch.empty(world * t.shape[0], *t.shape[1:], device=where) for t in inputs]
+    with _coalescing_manager():
+        for output, tensor in zip(outputs, inputs):
+            dist.all_gather_single(output, tensor)
+    results["all_gather_single under the manager"] = [t.cpu() for t in outputs]
+    inputs = [torch.cat([rank_tensor(rank + 10 * r) for r in range(world)]).to(where),
+              torch.arange(4 * world, dtype=torch.float32, device=where) * (rank + 1)]
+    outputs = [torch.empty(t.shape[0] // world, *t.shape[1:], device=where) for t in inputs]
+    with _coalescing_manager():
+        for output, tensor in zip(outputs, inputs):
+            dist.reduce_scatter_single(output, tensor)
+    results["reduce_scatter_single under the manager"] = [t.cpu() for t in outputs]
+    return results
+
+
+@case
+def coalesced_collectives(rank, world, device):
+    # As list_collectives: gloo on CPU tensors is the reference, and a few
+    # values are checked against the CPU math.
+    want = coalesced_collectives_on(rank, world, torch.device("cpu"))
+    got = coalesced_collectives_on(rank, world, device)
+    for name in want:
+        assert len(got[name]) == len(want[name]), name
+        for mine, theirs in zip(got[name], want[name]):
+            torch.testing.assert_close(mine, theirs, rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(got["all_reduce_coalesced"][0], rank_tensor(world - 1))
+    torch.testing.assert_close(got["all_reduce under the manager"][0],
+                               expected_sum(rank_tensor, world))
+    torch.testing.assert_close(got["reduce_scatter_single under the manager"][0],
+                               sum(rank_tensor(r + 10 * rank) for r in range(world)))
+
+
+@case
+def object_collectives(rank, world, device):
+    # Pickled objects travel as byte tensors through the group's backend:
+    # gloo in a "cpu:gloo,accinte:accl" group, accl in a group of accl alone.
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})
+    assert objects == [{"rank": r} for r in range(world)], objects
+    for root in range(world):
+        gathered = [None] * world if rank == root else None
+        dist.gather_object(("from", rank, "x" * (100 * rank)), gathered, dst=root)
+        if rank == root:
+            assert gathered == [("from", r, "x" * (100 * r)) for r in range(world)], gathered
+        received = [None]
+        dist.scatter_object_list(received, [{"to": r, "by": root} for r in range(world)]
+                                 if rank == root else None, src=root)
+        assert received == [{"to": rank, "by": root}], received
+        broadcast = [None, None] if rank != root else [root, list(range(root + 3))]
+        dist.broadcast_object_list(broadcast, src=root)
+        assert broadcast == [root, list(range(root + 3))], broadcast
+
+
+@case
+def recv_from_any_source(rank, world, device):
+    # Rank 0 receives from whichever rank sends; recv() returns its rank,
+    # which the Work only knows once the receive ran.
+    if rank == 0:
+        for _ in range(world - 1):
+            tensor = torch.empty(3, 4, device=device)
+            source = dist.recv(tensor)
+            torch.testing.assert_close(tensor.cpu(), rank_tensor(source))
+    else:
+        dist.send(rank_tensor(rank).to(device), dst=0)
+
+
 @case
 def point_to_point_and_barrier(rank, world, device):
     if rank == 0:
@@ -129,10 +306,6 @@ def point_to_point_and_barrier(rank, world, device):
         torch.testing.assert_close(received.cpu(), rank_tensor(7))
         dist.send(rank_tensor(8).to(device), dst=0)
     dist.barrier()
-    # Object collectives travel as byte tensors through the group's backend.
-    objects = [None] * world
-    dist.all_gather_object(objects, {"rank": rank})
-    assert objects == [{"rank": r} for r in range(world)], objects
 
 
 @case
@@ -279,6 +452,23 @@ def ddp_matches_one_process(rank, world, device):
 
 
 @case
+def ddp_without_the_default_backend_fix(rank, world, device):
+    # Run with the fix of chapter 11 undone (see main()): DDP on a group made
+    # with no backend fails exactly on the releases the chapter lists.
+    import importlib
+
+    chapter = importlib.import_module("torch_accinte._chapters.11_distributed")
+    try:
+        ddp_matches_one_process(rank, world, device)
+    except RuntimeError as error:
+        assert chapter.NEEDS_DEFAULT_BACKEND_FIX, f"torch {torch.__version__}: {error}"
+        assert "Could not find backend type" in str(error), str(error)
+    else:
+        assert not chapter.NEEDS_DEFAULT_BACKEND_FIX, (
+            f"torch {torch.__version__} needs no fix, but chapter 11 applies one")
+
+
+@case
 def rank_fails(rank, world, device):
     # Rank 1 leaves before the collective. Rank 0's collective ends with the
     # host backend's error within the group's timeout, never a hang, and the
@@ -316,6 +506,9 @@ def main():
     # "default": no backend named, so torch.distributed picks the one
     # registered for the accelerator, accinte.
     backend = os.environ.get("ACCL_TEST_BACKEND", "cpu:gloo,accinte:accl")
+    if name == "ddp_without_the_default_backend_fix":
+        helper = dist.distributed_c10d._new_process_group_helper
+        dist.distributed_c10d._new_process_group_helper = getattr(helper, "__wrapped__", helper)
     device = torch.device("accinte", rank % torch.accinte.device_count())
     torch.accinte.set_device(device)
     dist.init_process_group(

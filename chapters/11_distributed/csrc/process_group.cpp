@@ -5,11 +5,15 @@
 #include <01_minimal_ops/csrc/runtime.h>
 
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 
+#include <algorithm>
+#include <numeric>
+#include <tuple>
 #include <utility>
 
 namespace accinte {
@@ -78,6 +82,47 @@ std::pair<c10d::ReduceOp, bool> hostReduction(const c10d::ReduceOp& op,
   return {c10d::ReduceOp::SUM, true};
 }
 
+/** Checks that every tensor of `tensors` has the dtype and the number of
+ * elements of `like`, as the collective named `what` needs. */
+void checkLike(const at::Tensor& like, const std::vector<at::Tensor>& tensors,
+               const char* what) {
+  for (const at::Tensor& tensor : tensors) {
+    TORCH_CHECK(tensor.scalar_type() == like.scalar_type() &&
+                    tensor.numel() == like.numel(),
+                "accl: ", what, " needs tensors of the dtype and size of ",
+                "its input (", like.scalar_type(), ", ", like.numel(),
+                " elements), got ", tensor.scalar_type(), ", ", tensor.numel(),
+                " elements");
+  }
+}
+
+/** Checks that a list of per-rank tensors has one tensor per rank. */
+void checkOnePerRank(const std::vector<at::Tensor>& tensors, int size,
+                     const char* what) {
+  TORCH_CHECK(tensors.size() == static_cast<size_t>(size), "accl: ", what,
+              " needs one tensor per rank (", size, "), got ", tensors.size());
+}
+
+/**
+ * Runs on host buffers: reduces `whole` across the ranks and keeps this
+ * rank's `size`-th of it in `out`, the reduce-scatter of every reduction.
+ *
+ * NB: an allreduce of which each rank keeps its own chunk. It moves more
+ * bytes than a reduce-scatter, but honours every reduction: gloo's
+ * reduce-scatter always sums.
+ */
+void reduceKeepingOwnChunk(c10d::Backend& host,
+                           const c10d::AllreduceOptions& opts, bool average,
+                           int size, int rank, at::Tensor whole,
+                           at::Tensor& out) {
+  std::vector<at::Tensor> tensors{std::move(whole)};
+  host.allreduce(tensors, opts)->wait();
+  out.copy_(tensors[0].flatten().chunk(size)[rank].view_as(out));
+  if (average) {
+    out.div_(size);
+  }
+}
+
 } // namespace
 
 // LITERALINCLUDE START: CH11_WORK
@@ -92,11 +137,13 @@ std::pair<c10d::ReduceOp, bool> hostReduction(const c10d::ReduceOp& op,
 class ProcessGroupAccl::AcclWork final : public c10d::Work {
  public:
   AcclWork(int rank, c10d::OpType type, c10::Stream stream,
-           std::vector<at::Tensor> outputs, bool blocksHost)
+           std::vector<at::Tensor> outputs, bool blocksHost,
+           std::shared_ptr<std::atomic<int>> sourceRank)
       : c10d::Work(rank, type),
         stream_(stream),
         outputs_(std::move(outputs)),
         blocksHost_(blocksHost),
+        sourceRank_(std::move(sourceRank)),
         done_(kAccinte) {
     done_.record(stream_); // LITERALINCLUDE EMPHASIZE
     // NB: completed at once, under the communication stream, as
@@ -139,6 +186,16 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
     return outputs_;
   }
 
+  int sourceRank() const override {
+    TORCH_CHECK(sourceRank_,
+                "accl: only a receive from any source has a "
+                "source rank");
+    // NB: known once the receive ran on the communication stream, so the
+    // host waits for it here; a failed receive raises its failure instead.
+    done_.synchronize();
+    return sourceRank_->load();
+  }
+
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     return future_;
   }
@@ -147,6 +204,7 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
   const c10::Stream stream_;
   const std::vector<at::Tensor> outputs_;
   const bool blocksHost_;
+  const std::shared_ptr<std::atomic<int>> sourceRank_;
   c10::Event done_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -186,7 +244,8 @@ c10::Stream ProcessGroupAccl::commStream(c10::DeviceIndex device) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
     c10d::OpType type, std::optional<c10::Device> device,
     const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes,
-    HostCollective run, bool blocksHost) {
+    HostCollective run, bool blocksHost,
+    std::shared_ptr<std::atomic<int>> sourceRank) {
   const std::optional<c10::Device> tensorDevice = deviceOf(reads, writes);
   if (!device.has_value()) {
     device = tensorDevice.value_or(c10::Device(kAccinte, currentDevice()));
@@ -242,7 +301,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
       tensor.record_stream(comm); // LITERALINCLUDE EMPHASIZE
     }
   }
-  return c10::make_intrusive<AcclWork>(rank_, type, comm, writes, blocksHost);
+  return c10::make_intrusive<AcclWork>(rank_, type, comm, writes, blocksHost,
+                                       std::move(sourceRank));
 }
 // LITERALINCLUDE END: CH11_COLLECTIVE
 
@@ -328,20 +388,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::_reduce_scatter_base(
   const auto [op, average] = hostReduction(opts.reduceOp, input);
   c10d::AllreduceOptions hostOpts;
   hostOpts.reduceOp = op;
-  // NB: an allreduce of the staged input, of which each rank keeps its own
-  // chunk. It moves more bytes than a reduce-scatter, but honours every
-  // reduction: gloo's reduce-scatter of one tensor always sums.
-  return collective(
-      c10d::OpType::_REDUCE_SCATTER_BASE, std::nullopt, {input}, {output},
-      [host = hostBackend_, hostOpts, average, size = size_, rank = rank_](
-          auto& reads, auto& writes) {
-        host->allreduce(reads, hostOpts)->wait();
-        writes[0].copy_(
-            reads[0].flatten().chunk(size)[rank].view_as(writes[0]));
-        if (average) {
-          writes[0].div_(size);
-        }
-      });
+  return collective(c10d::OpType::_REDUCE_SCATTER_BASE, std::nullopt, {input},
+                    {output},
+                    [host = hostBackend_, hostOpts, average, size = size_,
+                     rank = rank_](auto& reads, auto& writes) {
+                      reduceKeepingOwnChunk(*host, hostOpts, average, size,
+                                            rank, reads[0], writes[0]);
+                    });
 }
 // LITERALINCLUDE END: CH11_REDUCE_SCATTER
 
@@ -359,6 +412,242 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::alltoall_base(
                     });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
+              "accl: reduce_scatter takes one output and one list of inputs");
+  checkOnePerRank(inputs[0], size_, "reduce_scatter");
+  checkLike(outputs[0], inputs[0], "reduce_scatter");
+  const auto [op, average] = hostReduction(opts.reduceOp, outputs[0]);
+  c10d::AllreduceOptions hostOpts;
+  hostOpts.reduceOp = op;
+  return collective(c10d::OpType::REDUCE_SCATTER, std::nullopt, inputs[0],
+                    outputs,
+                    [host = hostBackend_, hostOpts, average, size = size_,
+                     rank = rank_](auto& reads, auto& writes) {
+                      std::vector<at::Tensor> flat;
+                      for (const at::Tensor& read : reads) {
+                        flat.push_back(read.flatten());
+                      }
+                      reduceKeepingOwnChunk(*host, hostOpts, average, size,
+                                            rank, at::cat(flat), writes[0]);
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupAccl::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "accl: reduce_scatter_tensor_coalesced needs one output per "
+              "input, got ",
+              outputs.size(), " and ", inputs.size());
+  bool average = false;
+  c10d::AllreduceOptions hostOpts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_,
+                "accl: reduce_scatter_tensor needs an input of ", size_,
+                " times the output's elements, got ", inputs[i].numel(),
+                " and ", outputs[i].numel());
+    std::tie(hostOpts.reduceOp, average) =
+        hostReduction(opts.reduceOp, inputs[i]);
+  }
+  return collective(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, std::nullopt,
+                    inputs, outputs,
+                    [host = hostBackend_, hostOpts, average, size = size_,
+                     rank = rank_](auto& reads, auto& writes) {
+                      for (size_t i = 0; i < reads.size(); ++i) {
+                        reduceKeepingOwnChunk(*host, hostOpts, average, size,
+                                              rank, reads[i], writes[i]);
+                      }
+                    });
+}
+
+// NB: the coalesced collectives below run one host collective per tensor
+// inside one kernel: they are one collective of the communication stream
+// with one Work, which is what their callers rely on. A vendor's library
+// fuses them into one launch instead.
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
+  bool average = false;
+  c10d::AllreduceOptions hostOpts = opts;
+  for (const at::Tensor& tensor : tensors) {
+    std::tie(hostOpts.reduceOp, average) = hostReduction(opts.reduceOp, tensor);
+  }
+  return collective(c10d::OpType::ALLREDUCE_COALESCED, std::nullopt, tensors,
+                    tensors,
+                    [host = hostBackend_, hostOpts, average, size = size_](
+                        auto& reads, auto&) {
+                      for (at::Tensor& read : reads) {
+                        std::vector<at::Tensor> one{read};
+                        host->allreduce(one, hostOpts)->wait();
+                        if (average) {
+                          read.div_(size);
+                        }
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  // NB: `outputs[r][i]` receives rank r's input i.
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_),
+              "accl: allgather_coalesced needs one list of outputs per rank (",
+              size_, "), got ", outputs.size());
+  std::vector<at::Tensor> flatOutputs;
+  for (const std::vector<at::Tensor>& fromRank : outputs) {
+    TORCH_CHECK(fromRank.size() == inputs.size(),
+                "accl: allgather_coalesced needs one output per input in "
+                "each rank's list, got ",
+                fromRank.size(), " and ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      checkLike(inputs[i], {fromRank[i]}, "allgather_coalesced");
+    }
+    flatOutputs.insert(flatOutputs.end(), fromRank.begin(), fromRank.end());
+  }
+  return collective(
+      c10d::OpType::ALLGATHER_COALESCED, std::nullopt, inputs, flatOutputs,
+      [host = hostBackend_, opts, size = size_](auto& reads, auto& writes) {
+        for (size_t i = 0; i < reads.size(); ++i) {
+          std::vector<at::Tensor> input{reads[i]};
+          std::vector<std::vector<at::Tensor>> output(1);
+          for (int rank = 0; rank < size; ++rank) {
+            output[0].push_back(writes[rank * reads.size() + i]);
+          }
+          host->allgather(output, input, opts)->wait();
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupAccl::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "accl: allgather_into_tensor_coalesced needs one output per "
+              "input, got ",
+              outputs.size(), " and ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_,
+                "accl: all_gather_into_tensor needs an output of ", size_,
+                " times the input's elements, got ", outputs[i].numel(),
+                " and ", inputs[i].numel());
+  }
+  return collective(
+      c10d::OpType::COALESCED, std::nullopt, inputs, outputs,
+      [host = hostBackend_, opts](auto& reads, auto& writes) {
+        for (size_t i = 0; i < reads.size(); ++i) {
+          host->_allgather_base(writes[i], reads[i], opts)->wait();
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::gather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1, "accl: gather takes one input");
+  const bool root = rank_ == opts.rootRank;
+  std::vector<at::Tensor> gathered;
+  if (root) {
+    TORCH_CHECK(outputs.size() == 1,
+                "accl: gather takes one list of outputs on the root");
+    checkOnePerRank(outputs[0], size_, "gather");
+    checkLike(inputs[0], outputs[0], "gather");
+    gathered = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                "accl: gather takes outputs only on the root");
+  }
+  return collective(
+      c10d::OpType::GATHER, std::nullopt, inputs, gathered,
+      [host = hostBackend_, opts, root](auto& reads, auto& writes) {
+        std::vector<std::vector<at::Tensor>> output;
+        if (root) {
+          output.push_back(writes);
+        }
+        host->gather(output, reads, opts)->wait();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1, "accl: scatter takes one output");
+  const bool root = rank_ == opts.rootRank;
+  std::vector<at::Tensor> scattered;
+  if (root) {
+    TORCH_CHECK(inputs.size() == 1,
+                "accl: scatter takes one list of inputs on the root");
+    checkOnePerRank(inputs[0], size_, "scatter");
+    checkLike(outputs[0], inputs[0], "scatter");
+    scattered = inputs[0];
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                "accl: scatter takes inputs only on the root");
+  }
+  return collective(
+      c10d::OpType::SCATTER, std::nullopt, scattered, outputs,
+      [host = hostBackend_, opts, root](auto& reads, auto& writes) {
+        std::vector<std::vector<at::Tensor>> input;
+        if (root) {
+          input.push_back(reads);
+        }
+        host->scatter(writes, input, opts)->wait();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  checkOnePerRank(outputs, size_, "all_to_all");
+  checkOnePerRank(inputs, size_, "all_to_all");
+  for (const auto* tensors : {&inputs, &outputs}) {
+    for (const at::Tensor& tensor : *tensors) {
+      TORCH_CHECK(tensor.scalar_type() == inputs[0].scalar_type(),
+                  "accl: all_to_all needs tensors of one dtype, got ",
+                  inputs[0].scalar_type(), " and ", tensor.scalar_type());
+    }
+  }
+  // NB: as NCCL, the tensors to and from each rank may differ in size, which
+  // gloo's list form refuses: the lists travel as one all_to_all_single
+  // with split sizes.
+  return collective(
+      c10d::OpType::ALLTOALL, std::nullopt, inputs, outputs,
+      [host = hostBackend_, opts](auto& reads, auto& writes) mutable {
+        std::vector<at::Tensor> flatReads;
+        std::vector<int64_t> inputSplits;
+        std::vector<int64_t> outputSplits;
+        for (const at::Tensor& read : reads) {
+          flatReads.push_back(read.flatten());
+          inputSplits.push_back(read.numel());
+        }
+        for (const at::Tensor& write : writes) {
+          outputSplits.push_back(write.numel());
+        }
+        at::Tensor sent = at::cat(flatReads);
+        at::Tensor received =
+            at::empty({std::accumulate(outputSplits.begin(), outputSplits.end(),
+                                       int64_t{0})},
+                      sent.options());
+        // NB: copies, which the host backend may keep.
+        std::vector<int64_t> outputSizes = outputSplits;
+        std::vector<int64_t> inputSizes = inputSplits;
+        host->alltoall_base(received, sent, outputSizes, inputSizes, opts)
+            ->wait();
+        const std::vector<at::Tensor> pieces =
+            received.split_with_sizes(outputSplits);
+        for (size_t i = 0; i < writes.size(); ++i) {
+          writes[i].copy_(pieces[i].view_as(writes[i]));
+        }
+      });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::send(
     std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   return collective(c10d::OpType::SEND, std::nullopt, tensors, {},
@@ -373,6 +662,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::recv(
                     [host = hostBackend_, srcRank, tag](auto&, auto& writes) {
                       host->recv(writes, srcRank, tag)->wait();
                     });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::recvAnysource(
+    std::vector<at::Tensor>& tensors, int tag) {
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  return collective(
+      c10d::OpType::RECVANYSOURCE, std::nullopt, {}, tensors,
+      [host = hostBackend_, tag, source](auto&, auto& writes) {
+        auto work = host->recvAnysource(writes, tag);
+        work->wait();
+        source->store(work->sourceRank());
+      },
+      /*blocksHost=*/false, source);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::barrier(

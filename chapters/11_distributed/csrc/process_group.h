@@ -17,8 +17,10 @@
 #include <c10/core/Stream.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -74,12 +76,54 @@ class ProcessGroupAccl final : public c10d::Backend {
       std::vector<int64_t>& outputSplitSizes,
       std::vector<int64_t>& inputSplitSizes,
       const c10d::AllToAllOptions& opts) override;
+  /** Each tensor in place, in one collective (`all_reduce_coalesced` and
+   * `all_reduce` under `_coalescing_manager`). */
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts) override;
+  /** One list of `size` outputs per input (`all_gather_coalesced`). */
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  /** `all_gather_into_tensor` of each pair, in one collective. */
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  /** `reduce_scatter_tensor` of each pair, in one collective. */
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  /** Into a list of `size` outputs on `opts.rootRank` (`gather`). */
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts) override;
+  /** From a list of `size` inputs on `opts.rootRank` (`scatter`). */
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts) override;
+  /** `reduce_scatter` of a list of `size` inputs; the reductions of
+   * allreduce(). */
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  /** `all_to_all` of lists of `size` tensors. */
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions& opts) override;
   /** Point to point. */
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
                                       int dstRank, int tag) override;
   /** Point to point. */
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
                                       int srcRank, int tag) override;
+  /** From whichever rank sends first; the Work's `sourceRank()` says which
+   * (and waits for the receive to know it). */
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
   /** Blocks the host until every rank's communication stream reached it. */
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts) override;
@@ -99,7 +143,8 @@ class ProcessGroupAccl final : public c10d::Backend {
       c10d::OpType type, std::optional<c10::Device> device,
       const std::vector<at::Tensor>& reads,
       const std::vector<at::Tensor>& writes, HostCollective run,
-      bool blocksHost = false);
+      bool blocksHost = false,
+      std::shared_ptr<std::atomic<int>> sourceRank = nullptr);
 
   c10::Stream commStream(c10::DeviceIndex device);
 

@@ -6,6 +6,10 @@ Registers the backend under the name ``accl`` as the default for the
 whose accelerator is accinte all use it for accinte tensors.
 """
 
+import functools
+import inspect
+
+import torch
 import torch.distributed as dist
 from torch_accinte import _C
 
@@ -34,3 +38,38 @@ if dist.is_available():
         BACKEND_NAME, _create_backend, extended_api=True, devices=["accinte"]
     )
 # LITERALINCLUDE END: CH11_PY_REGISTER
+
+
+# LITERALINCLUDE START: CH11_PY_DEFAULT_BACKEND
+#: Releases that choose a group's default backend wrongly when the device's
+#: backend is neither NCCL nor XCCL (pytorch/pytorch#189193, fixed in 2.14):
+#: a group made with no backend names gloo, which it never created, so that
+#: DistributedDataParallel fails with "Could not find backend type 1"; a
+#: "cpu:gloo,accinte:accl" group names none. The tests check this list both
+#: ways, on every supported release.
+NEEDS_DEFAULT_BACKEND_FIX = torch.torch_version.TorchVersion(torch.__version__) < "2.14"
+
+
+def _with_accl_as_default(create_group):
+    """Wraps ``torch.distributed``'s group factory so that a group with accl
+    among its backends takes accl (a CUSTOM backend) as its default, as the
+    fixed releases do: the accelerator's backend before the CPU's."""
+    signature = inspect.signature(create_group)
+
+    @functools.wraps(create_group)
+    def create_group_with_accl_as_default(*args, **kwargs):
+        group, store = create_group(*args, **kwargs)
+        backend = signature.bind(*args, **kwargs).arguments["backend"]
+        backends = dist.distributed_c10d.BackendConfig(backend).get_device_backend_map()
+        if isinstance(group, dist.ProcessGroup) and BACKEND_NAME in backends.values():
+            group._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        return group, store
+
+    return create_group_with_accl_as_default
+
+
+if dist.is_available() and NEEDS_DEFAULT_BACKEND_FIX:
+    dist.distributed_c10d._new_process_group_helper = _with_accl_as_default(
+        dist.distributed_c10d._new_process_group_helper
+    )
+# LITERALINCLUDE END: CH11_PY_DEFAULT_BACKEND
