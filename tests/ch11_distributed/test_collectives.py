@@ -85,6 +85,33 @@ def test_ddp_under_torchrun():
     assert result.stdout.count(f"OK {case}") == WORLD, result.stdout
 
 
+def test_the_chapters_example_under_torchrun():
+    example = pathlib.Path(__file__).parents[2] / "chapters/11_distributed/output/two_ranks.py"
+    result = subprocess.run(
+        [hermetic_python(), "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node", str(WORLD), str(example)],
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in range(WORLD):
+        assert f"rank {rank}: after wait(): tensor([3., 3., 3., 3.])" in result.stdout, result.stdout
+
+
+# NB: which rank torchrun sees fail first varies when a rank exits at once:
+# what holds is that it ends every rank and names the lost one's exit code.
+@pytest.mark.parametrize("case, evidence", [("rank_fails", "exitcode  : 3"),
+                                            ("rank_stalls", "Timed out")])
+def test_a_lost_rank_under_torchrun(case, evidence):
+    # torchrun ends the whole job, within the group's timeout, when a rank
+    # exits (rank_fails) or when a collective times out (rank_stalls: rank
+    # 0 fails, and torchrun stops rank 1, still asleep).
+    result = subprocess.run(
+        [hermetic_python(), "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node", str(WORLD), str(WORKER), case],
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert evidence in result.stdout + result.stderr, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("backend, case", [("accl", "point_to_point_and_barrier"),
                                            ("default", "point_to_point_and_barrier"),
                                            ("default", "object_collectives")])

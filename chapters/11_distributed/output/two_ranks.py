@@ -2,7 +2,9 @@
 a 'cpu:gloo,accinte:accl' group, and what a lost rank turns into.
 
 Run as a script, it starts both ranks itself (on loopback, meeting through
-a file store) and prints their lines in rank order.
+a file store) and prints their lines in rank order. Under
+``torchrun --standalone --nproc-per-node 2``, each process is one rank of
+the first part, meeting through torchrun's rendezvous.
 """
 
 import datetime
@@ -12,14 +14,14 @@ import sys
 import tempfile
 
 
-def rank_main(rank: int, world: int, store: str, lose_rank_1: bool) -> None:
+def rank_main(rank: int, world: int, init_method: str, lose_rank_1: bool) -> None:
     import torch
     import torch.distributed as dist
     import torch_accinte  # noqa: F401
 
     device = torch.device("accinte", rank)
     torch.accinte.set_device(device)
-    dist.init_process_group("cpu:gloo,accinte:accl", init_method=f"file://{store}",
+    dist.init_process_group("cpu:gloo,accinte:accl", init_method=init_method,
                             rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=4))
     if not lose_rank_1:
@@ -61,8 +63,10 @@ def run(lose_rank_1: bool) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4:
-        rank_main(int(sys.argv[1]), 2, sys.argv[2], sys.argv[3] == "1")
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun
+        rank_main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://", False)
+    elif len(sys.argv) == 4:
+        rank_main(int(sys.argv[1]), 2, f"file://{sys.argv[2]}", sys.argv[3] == "1")
     else:
         print("--- two ranks, all_reduce(SUM) of [rank + 1] * 4 ---")
         run(lose_rank_1=False)
