@@ -430,6 +430,18 @@ accinteError_t accinteStreamSynchronize(accinteStream_t stream) {
   return resolved->synchronize();
 }
 
+accinteError_t accinteStreamPeekFailure(accinteStream_t stream, int* failed) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (failed == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  std::shared_ptr<Stream> resolved;
+  ACCINTE_RETURN_IF_ERROR(
+      StreamRegistry::instance().resolve(stream, &resolved));
+  *failed = resolved->carriedFailures().empty() ? 0 : 1;
+  return accinteSuccess;
+}
+
 accinteError_t accinteStreamGetDevice(accinteStream_t stream, int* device) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   if (device == nullptr) {

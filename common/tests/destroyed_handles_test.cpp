@@ -58,6 +58,7 @@ TEST(DestroyedHandles, EveryCallTakingAStreamRefusesADestroyedOne) {
   EXPECT_EQ(accinteStreamDestroy(stream), invalid);
   EXPECT_EQ(accinteStreamGetDevice(stream, &value), invalid);
   EXPECT_EQ(accinteStreamGetPriority(stream, &value), invalid);
+  EXPECT_EQ(accinteStreamPeekFailure(stream, &value), invalid);
   EXPECT_EQ(accinteStreamWaitEvent(stream, event), invalid);
   EXPECT_EQ(accinteEventRecord(event, stream), invalid);
   EXPECT_EQ(accinteMemcpyAsync(buffer.ptr(), host.data(), host.size(),

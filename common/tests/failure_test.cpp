@@ -159,6 +159,54 @@ TEST(Failure, ACommunicationStreamNobodySynchronizesDoesNotReplayIt) {
   }
 }
 
+TEST(Failure, AKernelPeeksAtTheFailureOfTheWorkBeforeItAndLeavesIt) {
+  // What a collective's kernel asks (chapter 11): may my inputs come from
+  // failed work? It must know without taking the report from the user.
+  Handles handles;
+  accinteStream_t user = handles.stream();
+  accinteStream_t comm = handles.stream();
+  accinteEvent_t ready = handles.event();
+  int before = -1;
+  int after = -1;
+  ASSERT_OK(launchFailing(user, "Target 7 is out of bounds."));
+  ASSERT_OK(accinteEventRecord(ready, user));
+  ASSERT_OK(accinte::launchKernel(comm, {}, [&before, comm] {
+    return accinteStreamPeekFailure(comm, &before);
+  }));
+  ASSERT_OK(accinteStreamWaitEvent(comm, ready));
+  ASSERT_OK(accinte::launchKernel(comm, {}, [&after, comm] {
+    return accinteStreamPeekFailure(comm, &after);
+  }));
+  // NB: waited for with an event that reports nothing, so that the
+  // kernels peek before anyone is told.
+  accinteEvent_t peeked = handles.event(accinteEventDisableTiming |
+                                        accinteEventDisableFailureReport);
+  ASSERT_OK(accinteEventRecord(peeked, comm));
+  ASSERT_OK(accinteEventSynchronize(peeked));
+  EXPECT_EQ(before, 0);
+  EXPECT_EQ(after, 1);
+  // Both kernels succeeded: the report is the user's stream's, once.
+  EXPECT_EQ(accinteStreamSynchronize(user), accinteErrorLaunchFailure);
+  // Once reported, by the user's stream, no stream carries it any more.
+  int failed = -1;
+  ASSERT_OK(accinteStreamPeekFailure(user, &failed));
+  EXPECT_EQ(failed, 0);
+  ASSERT_OK(accinteStreamPeekFailure(comm, &failed));
+  EXPECT_EQ(failed, 0);
+  EXPECT_OK(accinteStreamSynchronize(comm));
+  // Peeking, however often, reports nothing.
+  ASSERT_OK(launchFailing(user, "again"));
+  ASSERT_OK(accinteEventRecord(peeked, user));
+  ASSERT_OK(accinteEventSynchronize(peeked));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(accinteStreamPeekFailure(user, &failed));
+    EXPECT_EQ(failed, 1);
+  }
+  EXPECT_EQ(accinteStreamSynchronize(user), accinteErrorLaunchFailure);
+  EXPECT_STREQ(accinteGetLastFailureMessage(), "again");
+  EXPECT_EQ(accinteStreamPeekFailure(user, nullptr), accinteErrorInvalidValue);
+}
+
 TEST(Failure, AStreamThatWaitedReportsItAndTheFailedStreamThenDoesNot) {
   Handles handles;
   accinteStream_t failed = handles.stream();

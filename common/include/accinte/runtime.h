@@ -352,6 +352,21 @@ ACCINTE_EXPORT accinteError_t accinteStreamQuery(accinteStream_t stream);
  */
 ACCINTE_EXPORT accinteError_t accinteStreamSynchronize(accinteStream_t stream);
 
+/**
+ * Writes 1 to `*failed` if the stream carries a failure nobody has been told
+ * of (see accinteStreamSynchronize()), else 0, and reports nothing: the
+ * failure stays for the synchronize or query that reports it, as
+ * `cudaPeekAtLastError` leaves CUDA's error in place. The answer covers the
+ * work the stream has finished; called by a kernel on the stream, that is
+ * all the work enqueued before the kernel.
+ *
+ * NB: for a kernel that must not pass on what failed work left behind: a
+ * collective whose inputs may never have been written tells its peers so,
+ * where it would otherwise send them stale bytes as results.
+ */
+ACCINTE_EXPORT accinteError_t accinteStreamPeekFailure(accinteStream_t stream,
+                                                       int* failed);
+
 /** Makes all work enqueued on `stream` after this call wait until `event`'s
  * most recent record has completed. Works across streams and devices. An
  * event never recorded imposes no wait. The stream then carries the
