@@ -487,10 +487,10 @@ typedef enum accinteActivityKind {
   /** A runtime call on a host thread, from entry to return. Traced:
    * accinteMalloc(), accinteFree(), accinteMallocHost(), accinteFreeHost(),
    * accinteMemcpy(), accinteMemcpyAsync(), accinteMemsetAsync(),
-   * accinteLaunchKernel(), accinteLaunchKernelNamed(),
-   * accinteStreamSynchronize(), accinteDeviceSynchronize(),
-   * accinteStreamWaitEvent(), accinteEventRecord() and
-   * accinteEventSynchronize(). Queries and getters are not. */
+   * accinteLaunchKernel() and accinteLaunchKernelNamed() (both recorded as
+   * "accinteLaunchKernel"), accinteStreamSynchronize(),
+   * accinteDeviceSynchronize(), accinteStreamWaitEvent(), accinteEventRecord()
+   * and accinteEventSynchronize(). Queries and getters are not. */
   accinteActivityKindRuntime = 4,
 } accinteActivityKind;
 
@@ -576,6 +576,9 @@ typedef struct accinteActivityRecord {
  * arrive, up to `capacity` records; a record that does not fit is dropped and
  * counted (accinteActivityGetDropped()). A capacity above
  * ::ACCINTE_ACTIVITY_MAX_CAPACITY returns ::accinteErrorInvalidValue.
+ *
+ * Enabling tracing counts as using the runtime: a child forked afterwards
+ * gets ::accinteErrorForkedChild, as after any other use.
  */
 ACCINTE_EXPORT accinteError_t accinteActivityEnable(size_t capacity);
 
