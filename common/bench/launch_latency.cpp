@@ -12,8 +12,9 @@
  *     {"name": "...", "seconds": 1.2e-05}
  *
  * Tracing (accinteActivityEnable()) is off for every line but the pairs named
- * "tracing off" and "tracing on", measured in alternating rounds of one loop
- * so that both see the same machine; the ratio of each pair goes to stderr.
+ * "tracing off" and "tracing on", measured in alternating blocks of rounds of
+ * one loop so that both see the same machine; the ratio of each pair goes to
+ * stderr.
  */
 
 #include <accinte/kernel.h>
@@ -69,26 +70,37 @@ double secondsPerOperation(const std::function<void()>& operation,
 }
 
 /** The median over rounds of the seconds per call of `operation`, with
- * tracing off and on in alternating rounds: {off, on}. The records are taken
- * out of the runtime between rounds, outside the timed region, so that the
- * buffer never fills (a full buffer drops records, which is cheaper). */
+ * tracing off and on: {off, on}.
+ *
+ * NB: the two states alternate in blocks of rounds, each block led by a
+ * round that is not counted: the first launches after a switch pay for the
+ * switch (the records taken out, memory freed by another thread), which is
+ * no cost of either state. The records are taken out of the runtime after
+ * each block, outside the timed rounds, so that the buffer never fills (a
+ * full buffer drops records, which is cheaper than keeping them). */
 std::pair<double, double> secondsPerOperationOffAndOn(
     const std::function<void()>& operation,
     const std::function<void()>& finish) {
+  constexpr int kRoundsPerBlock = 4;
   std::vector<double> rounds[2];
   std::vector<accinteActivityRecord> records(4096);
-  for (int round = 0; round <= 2 * kRounds + 1; ++round) {
-    const bool on = round % 2 == 1;
+  for (int block = 0; block < 2 * (kRounds / kRoundsPerBlock + 1); ++block) {
+    const int on = block % 2;
     if (on) {
       check(accinteActivityEnable(0), "accinteActivityEnable");
     }
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kOperationsPerRound; ++i) {
-      operation();
+    for (int round = 0; round <= kRoundsPerBlock; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kOperationsPerRound; ++i) {
+        operation();
+      }
+      finish();
+      const std::chrono::duration<double> elapsed =
+          std::chrono::steady_clock::now() - start;
+      if (round > 0) {
+        rounds[on].push_back(elapsed.count() / kOperationsPerRound);
+      }
     }
-    finish();
-    const std::chrono::duration<double> elapsed =
-        std::chrono::steady_clock::now() - start;
     if (on) {
       check(accinteActivityDisable(), "accinteActivityDisable");
       size_t count = 0;
@@ -96,9 +108,6 @@ std::pair<double, double> secondsPerOperationOffAndOn(
         check(accinteActivityTake(records.data(), records.size(), &count),
               "accinteActivityTake");
       } while (count == records.size());
-    }
-    if (round > 1) { // the first two rounds warm up
-      rounds[on].push_back(elapsed.count() / kOperationsPerRound);
     }
   }
   double medians[2];

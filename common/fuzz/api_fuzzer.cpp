@@ -542,7 +542,7 @@ class Program {
     uint8_t* out = dst->ptr;
     const char* name = input_.ConsumeBool() ? "fuzzer kernel" : nullptr;
     const accinteError_t status = accinte::launchNamedKernel(
-        name, stream, buffers, 2,
+        stream, name, buffers, 2,
         [in, out, count, key, failure]() -> accinteError_t {
           if (failure == 1) {
             return accinteErrorInvalidValue;

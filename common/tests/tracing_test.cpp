@@ -96,7 +96,7 @@ TEST(TracingOff, IsOffByDefaultAndRecordsNothing) {
   ASSERT_OK(buffer.status());
   ASSERT_OK(accinteMemsetAsync(buffer.ptr(), 1, 64, nullptr));
   ASSERT_OK(
-      accinte::launchNamedKernel("unseen", nullptr, {buffer.ptr()}, [] {}));
+      accinte::launchNamedKernel(nullptr, "unseen", {buffer.ptr()}, [] {}));
   ASSERT_OK(accinteStreamSynchronize(nullptr));
   EXPECT_TRUE(takeAll().empty());
   uint64_t dropped = 1;
@@ -109,7 +109,7 @@ TEST_F(Tracing, KernelRecordCarriesNameDeviceStreamAndCorrelation) {
   ASSERT_OK(accinteStreamCreate(&stream));
   uint64_t before = 0;
   ASSERT_OK(accinteActivityGetTimestamp(&before));
-  ASSERT_OK(accinte::launchNamedKernel("aten::add.Tensor", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "aten::add.Tensor", {}, [] {}));
   ASSERT_OK(accinteStreamSynchronize(stream));
   uint64_t after = 0;
   ASSERT_OK(accinteActivityGetTimestamp(&after));
@@ -148,7 +148,7 @@ TEST_F(Tracing, KernelRecordCarriesNameDeviceStreamAndCorrelation) {
 TEST_F(Tracing, UnnamedKernelIsNamedKernelAndLongNamesAreCut) {
   const std::string longName(300, 'x');
   ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
-  ASSERT_OK(accinte::launchNamedKernel(longName.c_str(), nullptr, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(nullptr, longName.c_str(), {}, [] {}));
   ASSERT_OK(accinteStreamSynchronize(nullptr));
   const auto kernels = ofKind(takeAll(), accinteActivityKindKernel);
   ASSERT_EQ(kernels.size(), 2U);
@@ -255,7 +255,7 @@ TEST_F(Tracing, RecordsOfOneStreamFollowItsOrder) {
   constexpr int kKernels = 50;
   for (int i = 0; i < kKernels; ++i) {
     const std::string name = "k" + std::to_string(i);
-    ASSERT_OK(accinte::launchNamedKernel(name.c_str(), stream, {}, [] {}));
+    ASSERT_OK(accinte::launchNamedKernel(stream, name.c_str(), {}, [] {}));
   }
   ASSERT_OK(accinteStreamSynchronize(stream));
   const auto kernels = ofKind(takeAll(), accinteActivityKindKernel);
@@ -332,21 +332,21 @@ TEST_F(Tracing, ExternalCorrelationIdComesFromTheEnqueuingThread) {
   accinteStream_t stream = nullptr;
   ASSERT_OK(accinteStreamCreate(&stream));
   ASSERT_OK(accinteActivityPushExternalCorrelationId(42));
-  ASSERT_OK(accinte::launchNamedKernel("outer", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "outer", {}, [] {}));
   ASSERT_OK(accinteActivityPushExternalCorrelationId(43));
-  ASSERT_OK(accinte::launchNamedKernel("inner", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "inner", {}, [] {}));
   uint64_t popped = 0;
   ASSERT_OK(accinteActivityPopExternalCorrelationId(&popped));
   EXPECT_EQ(popped, 43U);
-  ASSERT_OK(accinte::launchNamedKernel("outer again", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "outer again", {}, [] {}));
   ASSERT_OK(accinteActivityPopExternalCorrelationId(&popped));
   EXPECT_EQ(popped, 42U);
-  ASSERT_OK(accinte::launchNamedKernel("none", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "none", {}, [] {}));
 
   // Another thread's ids are its own, on the same stream at the same time.
   std::thread other([stream] {
     EXPECT_OK(accinteActivityPushExternalCorrelationId(7));
-    EXPECT_OK(accinte::launchNamedKernel("other", stream, {}, [] {}));
+    EXPECT_OK(accinte::launchNamedKernel(stream, "other", {}, [] {}));
     EXPECT_OK(accinteActivityPopExternalCorrelationId(nullptr));
   });
   other.join();
@@ -386,7 +386,7 @@ TEST_F(Tracing, TwoDevicesAndTwoStreamsEachGetTheirOwnRecords) {
     for (int s = 0; s < 2; ++s) {
       const std::string name =
           "d" + std::to_string(device) + "s" + std::to_string(s);
-      ASSERT_OK(accinte::launchNamedKernel(name.c_str(), streams[device][s], {},
+      ASSERT_OK(accinte::launchNamedKernel(streams[device][s], name.c_str(), {},
                                            [] {}));
     }
   }
@@ -458,7 +458,7 @@ TEST(TracingSession, WorkStillQueuedWhenTracingStopsIsNotRecorded) {
   Gate gate;
   ASSERT_OK(gate.block(stream));
   ASSERT_OK(accinteActivityEnable(0));
-  ASSERT_OK(accinte::launchNamedKernel("late", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "late", {}, [] {}));
   ASSERT_OK(accinteActivityDisable());
   gate.release();
   ASSERT_OK(accinteStreamSynchronize(stream));
@@ -475,7 +475,7 @@ TEST(TracingSession, WorkOfAnEndedSessionIsNotRecordedInTheNext) {
   Gate gate;
   ASSERT_OK(gate.block(stream));
   ASSERT_OK(accinteActivityEnable(0));
-  ASSERT_OK(accinte::launchNamedKernel("first session", stream, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(stream, "first session", {}, [] {}));
   ASSERT_OK(accinteActivityEnable(0));
   gate.release();
   ASSERT_OK(accinteStreamSynchronize(stream));
@@ -509,7 +509,7 @@ TEST(TracingSession, TogglingWhileWorkersRunKeepsRecordsWhole) {
         const std::string name = "k" + std::to_string(id);
         EXPECT_OK(accinteActivityPushExternalCorrelationId(id));
         EXPECT_OK(
-            accinte::launchNamedKernel(name.c_str(), streams[t], {}, [] {}));
+            accinte::launchNamedKernel(streams[t], name.c_str(), {}, [] {}));
         EXPECT_OK(accinteActivityPopExternalCorrelationId(nullptr));
         if (i % 64 == 0) {
           // Keeps the queue short, and traces a synchronize now and then.
@@ -560,7 +560,7 @@ TEST(TracingSession, TogglingWhileWorkersRunKeepsRecordsWhole) {
   // And tracing still works on those streams.
   ASSERT_OK(accinteActivityEnable(0));
   for (auto& stream : streams) {
-    ASSERT_OK(accinte::launchNamedKernel("after", stream, {}, [] {}));
+    ASSERT_OK(accinte::launchNamedKernel(stream, "after", {}, [] {}));
     ASSERT_OK(accinteStreamSynchronize(stream));
   }
   ASSERT_OK(accinteActivityDisable());

@@ -23,7 +23,7 @@ namespace accinte {
  * need only live during the call and costs nothing when tracing is off.
  */
 template <typename Body>
-accinteError_t launchNamedKernel(const char* name, accinteStream_t stream,
+accinteError_t launchNamedKernel(accinteStream_t stream, const char* name,
                                  const void* const* buffers, size_t num_buffers,
                                  Body&& body) {
   using Stored = std::decay_t<Body>;
@@ -57,7 +57,7 @@ accinteError_t launchNamedKernel(const char* name, accinteStream_t stream,
 template <typename Body>
 accinteError_t launchKernel(accinteStream_t stream, const void* const* buffers,
                             size_t num_buffers, Body&& body) {
-  return launchNamedKernel(nullptr, stream, buffers, num_buffers,
+  return launchNamedKernel(stream, nullptr, buffers, num_buffers,
                            std::forward<Body>(body));
 }
 
@@ -72,10 +72,10 @@ accinteError_t launchKernel(accinteStream_t stream,
 
 /** launchNamedKernel() with the buffers given as a braced list. */
 template <typename Body>
-accinteError_t launchNamedKernel(const char* name, accinteStream_t stream,
+accinteError_t launchNamedKernel(accinteStream_t stream, const char* name,
                                  std::initializer_list<const void*> buffers,
                                  Body&& body) {
-  return launchNamedKernel(name, stream, buffers.begin(), buffers.size(),
+  return launchNamedKernel(stream, name, buffers.begin(), buffers.size(),
                            std::forward<Body>(body));
 }
 
