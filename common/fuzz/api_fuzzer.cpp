@@ -25,8 +25,8 @@
  *   program left it, never hands over more records than asked for, and every
  *   record it hands over is whole: a known kind, a NUL-terminated name,
  *   `start <= end`, a correlation id, a stream and device for device work,
- *   bytes for copies and memsets; the external correlation stack pops what
- *   was pushed and refuses to pop when empty.
+ *   bytes for copies and memsets; the external correlation and name stacks
+ *   pop what was pushed and refuse to pop when empty.
  *
  * AddressSanitizer and UndefinedBehaviorSanitizer watch the emulator itself
  * (a stale handle or pointer must be refused, not dereferenced). A broken
@@ -957,7 +957,7 @@ class Program {
   // --- Tracing ---------------------------------------------------------------
 
   void trace() {
-    switch (input_.ConsumeIntegralInRange(0, 5)) {
+    switch (input_.ConsumeIntegralInRange(0, 6)) {
       case 0: {
         // Small capacities, so that the buffer fills and drops; past the
         // largest, refused.
@@ -1012,7 +1012,26 @@ class Program {
                      accinteErrorInvalidValue, "accinteActivityTake(NULL)");
         break;
       }
+      case 6:
+        if (input_.ConsumeBool()) {
+          expectSuccess(accinteActivityPushName("fuzzer operator"),
+                        "accinteActivityPushName");
+          ++pushedNames_;
+        } else {
+          popName();
+        }
+        break;
     }
+  }
+
+  void popName() {
+    if (pushedNames_ == 0) {
+      expectStatus(accinteActivityPopName(), accinteErrorInvalidValue,
+                   "accinteActivityPopName(empty)");
+      return;
+    }
+    expectSuccess(accinteActivityPopName(), "accinteActivityPopName");
+    --pushedNames_;
   }
 
   void popExternalId() {
@@ -1132,6 +1151,9 @@ class Program {
     while (!externalIds_.empty()) {
       popExternalId();
     }
+    while (pushedNames_ > 0) {
+      popName();
+    }
   }
 
   FuzzedDataProvider& input_;
@@ -1149,6 +1171,8 @@ class Program {
   bool tracing_ = false;
   /** The external correlation ids this thread pushed, innermost last. */
   std::vector<uint64_t> externalIds_;
+  /** How many kernel names this thread pushed and has not popped. */
+  int pushedNames_ = 0;
   /** Launch failures reported so far. */
   int reportedFailures_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace accinte::emulator {
@@ -104,6 +105,9 @@ std::atomic<uint64_t> nextCorrelationId{1};
 /** The calling thread's external correlation ids, innermost last. */
 thread_local std::vector<uint64_t> externalCorrelationIds;
 
+/** The calling thread's kernel names, innermost last. */
+thread_local std::vector<std::string> kernelNames;
+
 uint32_t currentThreadId() {
   thread_local const auto id = static_cast<uint32_t>(syscall(SYS_gettid));
   return id;
@@ -168,7 +172,10 @@ std::unique_ptr<PendingActivity> TracedCall::work(
   record.dstDevice = dstDevice;
   record.stream = stream;
   record.bytes = bytes;
-  copyName(record.name, name != nullptr ? name : "kernel");
+  if (name == nullptr) {
+    name = kernelNames.empty() ? "kernel" : kernelNames.back().c_str();
+  }
+  copyName(record.name, name);
   record.start = record.end = 0;
   return work;
 }
@@ -246,6 +253,28 @@ accinteError_t accinteActivityPopExternalCorrelationId(uint64_t* id) {
     *id = externalCorrelationIds.back();
   }
   externalCorrelationIds.pop_back();
+  return accinteSuccess;
+}
+
+accinteError_t accinteActivityPushName(const char* name) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (name == nullptr) {
+    return accinteErrorInvalidValue;
+  }
+  try {
+    kernelNames.emplace_back(name);
+  } catch (const std::bad_alloc&) {
+    return accinteErrorHostMemoryAllocation;
+  }
+  return accinteSuccess;
+}
+
+accinteError_t accinteActivityPopName(void) {
+  ACCINTE_RETURN_IF_ERROR(checkUsable());
+  if (kernelNames.empty()) {
+    return accinteErrorInvalidValue;
+  }
+  kernelNames.pop_back();
   return accinteSuccess;
 }
 

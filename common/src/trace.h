@@ -73,7 +73,8 @@ class TracedCall {
   /**
    * The record of work this call enqueues on `stream` of `device`, to be
    * completed by the worker that runs it (Operation::setActivity()). Only
-   * when on(). `name` is copied (NULL for a kernel: "kernel").
+   * when on(). `name` is copied; NULL (a kernel without a name) takes the
+   * top of the calling thread's name stack, or "kernel".
    */
   std::unique_ptr<PendingActivity> work(accinteActivityKind kind,
                                         accinteActivityMemcpyKind memcpyKind,

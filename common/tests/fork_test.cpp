@@ -56,6 +56,7 @@ int checkRuntimeIsDisabled() {
       accinteActivityIsEnabled(&value),
       accinteActivityTake(nullptr, 0, &free),
       accinteActivityPushExternalCorrelationId(1),
+      accinteActivityPushName("kernel"),
   };
   for (size_t i = 0; i < std::size(results); ++i) {
     if (results[i] != accinteErrorForkedChild) {

@@ -157,6 +157,46 @@ TEST_F(Tracing, UnnamedKernelIsNamedKernelAndLongNamesAreCut) {
             longName.substr(0, ACCINTE_ACTIVITY_NAME_SIZE - 1));
 }
 
+TEST_F(Tracing, UnnamedKernelsTakeTheNameOnTopOfTheThreadsStack) {
+  ASSERT_OK(accinteActivityPushName("aten::mm"));
+  ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
+  ASSERT_OK(accinte::launchNamedKernel(nullptr, "explicit", {}, [] {}));
+  {
+    // A copy of the name is pushed: the caller's string may go.
+    std::string inner = "aten::relu";
+    ASSERT_OK(accinteActivityPushName(inner.c_str()));
+    inner = "overwritten";
+  }
+  ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
+  std::thread other([] {
+    // Another thread's stack is its own.
+    EXPECT_OK(accinte::launchKernel(nullptr, {}, [] {}));
+  });
+  other.join();
+  ASSERT_OK(accinteActivityPopName());
+  ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
+  ASSERT_OK(accinteActivityPopName());
+  ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
+  DeviceBuffer buffer(16);
+  ASSERT_OK(buffer.status());
+  ASSERT_OK(accinteActivityPushName("aten::zero_"));
+  ASSERT_OK(accinteMemsetAsync(buffer.ptr(), 0, 16, nullptr));
+  ASSERT_OK(accinteActivityPopName());
+  ASSERT_OK(accinteStreamSynchronize(nullptr));
+  const auto records = takeAll();
+  const auto kernels = ofKind(records, accinteActivityKindKernel);
+  const char* const expected[] = {"aten::mm", "explicit", "aten::relu",
+                                  "kernel",   "aten::mm", "kernel"};
+  ASSERT_EQ(kernels.size(), std::size(expected));
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    EXPECT_STREQ(kernels[i].name, expected[i]);
+  }
+  // Copies and memsets keep their own names.
+  const auto memsets = ofKind(records, accinteActivityKindMemset);
+  ASSERT_EQ(memsets.size(), 1U);
+  EXPECT_STREQ(memsets[0].name, "Memset");
+}
+
 TEST_F(Tracing, DefaultStreamIsReportedByItsHandle) {
   ASSERT_OK(accinteSetDevice(1));
   ASSERT_OK(accinte::launchKernel(nullptr, {}, [] {}));
@@ -593,6 +633,8 @@ TEST(TracingApi, BadInputReturnsErrorCodes) {
   EXPECT_EQ(id, 9U);
   EXPECT_EQ(accinteActivityPopExternalCorrelationId(nullptr),
             accinteErrorInvalidValue);
+  EXPECT_EQ(accinteActivityPushName(nullptr), accinteErrorInvalidValue);
+  EXPECT_EQ(accinteActivityPopName(), accinteErrorInvalidValue);
   // Disabling twice is harmless.
   EXPECT_OK(accinteActivityDisable());
   EXPECT_OK(accinteActivityDisable());

@@ -555,9 +555,10 @@ typedef struct accinteActivityRecord {
   /** The id on top of the calling thread's external correlation stack when
    * the call was made (accinteActivityPushExternalCorrelationId()), or 0. */
   uint64_t externalCorrelationId;
-  /** A kernel's name as given to accinteLaunchKernelNamed() ("kernel" if
-   * none), "Memcpy HtoD" and the like for copies, "Memset", or the name of
-   * the runtime function. NUL-terminated. */
+  /** A kernel's name as given to accinteLaunchKernelNamed(), else the top
+   * of the launching thread's name stack (accinteActivityPushName()), else
+   * "kernel"; "Memcpy HtoD" and the like for copies, "Memset", or the name
+   * of the runtime function. NUL-terminated. */
   char name[ACCINTE_ACTIVITY_NAME_SIZE];
 } accinteActivityRecord;
 
@@ -627,13 +628,30 @@ accinteActivityPushExternalCorrelationId(uint64_t id);
 ACCINTE_EXPORT accinteError_t
 accinteActivityPopExternalCorrelationId(uint64_t* id);
 
+/**
+ * Pushes a copy of `name` on the calling thread's kernel name stack: a kernel
+ * this thread launches without a name of its own (accinteLaunchKernel(), or
+ * accinteLaunchKernelNamed() with NULL) is named after the top of the stack.
+ * A profiler pushes the name of the operator being run, so that the kernels
+ * of code it cannot change are named after the operator that launched them.
+ * Works whether or not tracing is on; the stack is read only while it is on.
+ * NULL is refused (::accinteErrorInvalidValue).
+ */
+ACCINTE_EXPORT accinteError_t accinteActivityPushName(const char* name);
+
+/** Pops the calling thread's kernel name stack; an empty stack returns
+ * ::accinteErrorInvalidValue. */
+ACCINTE_EXPORT accinteError_t accinteActivityPopName(void);
+
 /** Writes the current time of the records' clock, nanoseconds of
  * `CLOCK_MONOTONIC`. */
 ACCINTE_EXPORT accinteError_t accinteActivityGetTimestamp(uint64_t* timestamp);
 
 /**
  * accinteLaunchKernel() with a name for the kernel's activity record, such as
- * the ATen operator the kernel computes. NULL names it "kernel".
+ * the ATen operator the kernel computes. NULL names it after the top of the
+ * calling thread's name stack (accinteActivityPushName()), or "kernel" if the
+ * stack is empty.
  *
  * NB: the name is copied, and only while tracing is on: the string need only
  * be valid during the call, and naming a kernel costs nothing when tracing is
