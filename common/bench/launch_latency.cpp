@@ -10,6 +10,11 @@
  * per operation in a round. Output, one JSON object per line:
  *
  *     {"name": "...", "seconds": 1.2e-05}
+ *
+ * Tracing (accinteActivityEnable()) is off for every line but the pairs named
+ * "tracing off" and "tracing on", measured in alternating blocks of rounds of
+ * one loop so that both see the same machine; the ratio of each pair goes to
+ * stderr.
  */
 
 #include <accinte/kernel.h>
@@ -21,7 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -60,6 +67,57 @@ double secondsPerOperation(const std::function<void()>& operation,
   std::nth_element(rounds.begin(), rounds.begin() + rounds.size() / 2,
                    rounds.end());
   return rounds[rounds.size() / 2];
+}
+
+/** The median over rounds of the seconds per call of `operation`, with
+ * tracing off and on: {off, on}.
+ *
+ * NB: the two states alternate in blocks of rounds, each block led by a
+ * round that is not counted: the first launches after a switch pay for the
+ * switch (the records taken out, memory freed by another thread), which is
+ * no cost of either state. The records are taken out of the runtime after
+ * each block, outside the timed rounds, so that the buffer never fills (a
+ * full buffer drops records, which is cheaper than keeping them). */
+std::pair<double, double> secondsPerOperationOffAndOn(
+    const std::function<void()>& operation,
+    const std::function<void()>& finish) {
+  constexpr int kRoundsPerBlock = 4;
+  std::vector<double> rounds[2];
+  std::vector<accinteActivityRecord> records(4096);
+  for (int block = 0; block < 2 * (kRounds / kRoundsPerBlock + 1); ++block) {
+    const int on = block % 2;
+    if (on) {
+      check(accinteActivityEnable(0), "accinteActivityEnable");
+    }
+    for (int round = 0; round <= kRoundsPerBlock; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kOperationsPerRound; ++i) {
+        operation();
+      }
+      finish();
+      const std::chrono::duration<double> elapsed =
+          std::chrono::steady_clock::now() - start;
+      if (round > 0) {
+        rounds[on].push_back(elapsed.count() / kOperationsPerRound);
+      }
+    }
+    if (on) {
+      check(accinteActivityDisable(), "accinteActivityDisable");
+      size_t count = 0;
+      do {
+        check(accinteActivityTake(records.data(), records.size(), &count),
+              "accinteActivityTake");
+      } while (count == records.size());
+    }
+  }
+  double medians[2];
+  for (int on = 0; on < 2; ++on) {
+    auto& samples = rounds[on];
+    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2,
+                     samples.end());
+    medians[on] = samples[samples.size() / 2];
+  }
+  return {medians[0], medians[1]};
 }
 
 void report(const char* name, double seconds) {
@@ -102,6 +160,28 @@ int main() {
          secondsPerOperation(launchEmpty, synchronize));
   report("emulator: kernel on 2 allocations, queued back to back",
          secondsPerOperation(launchOnTwo, synchronize));
+  // NB: what tracing costs a launch, off (one relaxed atomic load per call)
+  // and on (two records per launch: the call's and the kernel's).
+  struct Traced {
+    const char* what;
+    std::function<void()> operation;
+    std::function<void()> finish;
+  };
+  const Traced traced[] = {
+      {"empty kernel, launch only (queued back to back)", launchEmpty,
+       synchronize},
+      {"empty kernel, launch and synchronize",
+       [&] { launchEmpty(), synchronize(); }, nothing},
+  };
+  for (const Traced& item : traced) {
+    const auto [off, on] =
+        secondsPerOperationOffAndOn(item.operation, item.finish);
+    const std::string name = std::string("emulator: ") + item.what;
+    report((name + ", tracing off").c_str(), off);
+    report((name + ", tracing on").c_str(), on);
+    std::fprintf(stderr, "launch_latency: %s: tracing on / off = %.3f\n",
+                 item.what, on / off);
+  }
   char byte = 0;
   report("emulator: blocking copy of 1 byte, device to host",
          secondsPerOperation(

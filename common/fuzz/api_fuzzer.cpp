@@ -20,7 +20,13 @@
  * - a kernel failure is reported only if a kernel failed, with a message,
  *   and never twice: there are never more reports than failed kernels;
  * - at the end of each input, with everything freed and destroyed, every
- *   device is back to its full capacity.
+ *   device is back to its full capacity;
+ * - tracing, turned on and off at random, reports whether it is on as the
+ *   program left it, never hands over more records than asked for, and every
+ *   record it hands over is whole: a known kind, a NUL-terminated name,
+ *   `start <= end`, a correlation id, a stream and device for device work,
+ *   bytes for copies and memsets; the external correlation and name stacks
+ *   pop what was pushed and refuse to pop when empty.
  *
  * AddressSanitizer and UndefinedBehaviorSanitizer watch the emulator itself
  * (a stale handle or pointer must be refused, not dereferenced). A broken
@@ -124,7 +130,7 @@ class Program {
 
  private:
   void step() {
-    switch (input_.ConsumeIntegralInRange<int>(0, 17)) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 18)) {
       case 0:
         setDevice();
         break;
@@ -178,6 +184,9 @@ class Program {
         break;
       case 17:
         destroyEvent();
+        break;
+      case 18:
+        trace();
         break;
     }
   }
@@ -531,8 +540,10 @@ class Program {
     }
     uint8_t* in = src->ptr;
     uint8_t* out = dst->ptr;
-    const accinteError_t status = accinte::launchKernel(
-        stream, buffers, 2, [in, out, count, key, failure]() -> accinteError_t {
+    const char* name = input_.ConsumeBool() ? "fuzzer kernel" : nullptr;
+    const accinteError_t status = accinte::launchNamedKernel(
+        stream, name, buffers, 2,
+        [in, out, count, key, failure]() -> accinteError_t {
           if (failure == 1) {
             return accinteErrorInvalidValue;
           }
@@ -943,6 +954,154 @@ class Program {
     }
   }
 
+  // --- Tracing ---------------------------------------------------------------
+
+  void trace() {
+    switch (input_.ConsumeIntegralInRange(0, 6)) {
+      case 0: {
+        // Small capacities, so that the buffer fills and drops; past the
+        // largest, refused.
+        const size_t capacity =
+            input_.ConsumeBool() ? input_.ConsumeIntegralInRange<size_t>(0, 8)
+                                 : size_t{ACCINTE_ACTIVITY_MAX_CAPACITY} + 1;
+        if (capacity > ACCINTE_ACTIVITY_MAX_CAPACITY) {
+          expectStatus(accinteActivityEnable(capacity),
+                       accinteErrorInvalidValue,
+                       "accinteActivityEnable(too large)");
+        } else {
+          expectSuccess(accinteActivityEnable(capacity),
+                        "accinteActivityEnable");
+          tracing_ = true;
+        }
+        break;
+      }
+      case 1:
+        expectSuccess(accinteActivityDisable(), "accinteActivityDisable");
+        tracing_ = false;
+        break;
+      case 2:
+        takeRecords(input_.ConsumeIntegralInRange<size_t>(0, 4));
+        break;
+      case 3: {
+        const uint64_t id = input_.ConsumeIntegralInRange<uint64_t>(0, 3);
+        if (id == 0) {
+          expectStatus(accinteActivityPushExternalCorrelationId(0),
+                       accinteErrorInvalidValue,
+                       "accinteActivityPushExternalCorrelationId(0)");
+        } else {
+          expectSuccess(accinteActivityPushExternalCorrelationId(id),
+                        "accinteActivityPushExternalCorrelationId");
+          externalIds_.push_back(id);
+        }
+        break;
+      }
+      case 4:
+        popExternalId();
+        break;
+      case 5: {
+        int enabled = -1;
+        expectSuccess(accinteActivityIsEnabled(&enabled),
+                      "accinteActivityIsEnabled");
+        if (enabled != (tracing_ ? 1 : 0)) {
+          fail("accinteActivityIsEnabled disagrees with the program");
+        }
+        uint64_t dropped = 0;
+        expectSuccess(accinteActivityGetDropped(&dropped),
+                      "accinteActivityGetDropped");
+        expectStatus(accinteActivityTake(nullptr, 1, nullptr),
+                     accinteErrorInvalidValue, "accinteActivityTake(NULL)");
+        break;
+      }
+      case 6:
+        if (input_.ConsumeBool()) {
+          expectSuccess(accinteActivityPushName("fuzzer operator"),
+                        "accinteActivityPushName");
+          ++pushedNames_;
+        } else {
+          popName();
+        }
+        break;
+    }
+  }
+
+  void popName() {
+    if (pushedNames_ == 0) {
+      expectStatus(accinteActivityPopName(), accinteErrorInvalidValue,
+                   "accinteActivityPopName(empty)");
+      return;
+    }
+    expectSuccess(accinteActivityPopName(), "accinteActivityPopName");
+    --pushedNames_;
+  }
+
+  void popExternalId() {
+    uint64_t id = 0;
+    if (externalIds_.empty()) {
+      expectStatus(accinteActivityPopExternalCorrelationId(&id),
+                   accinteErrorInvalidValue,
+                   "accinteActivityPopExternalCorrelationId(empty)");
+      return;
+    }
+    expectSuccess(accinteActivityPopExternalCorrelationId(&id),
+                  "accinteActivityPopExternalCorrelationId");
+    if (id != externalIds_.back()) {
+      fail("the external correlation stack popped another id than pushed");
+    }
+    externalIds_.pop_back();
+  }
+
+  /** Takes up to `capacity` records and checks that each one is whole;
+   * returns how many it took. */
+  size_t takeRecords(size_t capacity) {
+    accinteActivityRecord records[4];
+    size_t count = capacity + 1;
+    expectSuccess(accinteActivityTake(records, capacity, &count),
+                  "accinteActivityTake");
+    if (count > capacity) {
+      fail("accinteActivityTake handed over more records than asked for");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      checkRecord(records[i]);
+    }
+    return count;
+  }
+
+  static void checkRecord(const accinteActivityRecord& record) {
+    if (std::memchr(record.name, '\0', sizeof(record.name)) == nullptr ||
+        record.name[0] == '\0') {
+      fail("an activity record's name is empty or not NUL-terminated");
+    }
+    if (record.start > record.end || record.correlationId == 0) {
+      fail("an activity record ends before it starts or has no id",
+           record.name);
+    }
+    switch (record.kind) {
+      case accinteActivityKindRuntime:
+        if (record.stream != nullptr || record.bytes != 0) {
+          fail("a runtime call's record has a stream or bytes", record.name);
+        }
+        return;
+      case accinteActivityKindKernel:
+        if (record.bytes != 0) {
+          fail("a kernel's record has bytes", record.name);
+        }
+        break;
+      case accinteActivityKindMemcpy:
+      case accinteActivityKindMemset:
+        if (record.bytes == 0 || record.bytes > kCapacity) {
+          fail("a copy's or memset's record has no or impossible bytes",
+               record.name);
+        }
+        break;
+      default:
+        fail("an activity record of unknown kind", record.name);
+    }
+    if (record.stream == nullptr || record.device < 0 ||
+        record.device >= kDeviceCount) {
+      fail("a record of device work has no stream or device", record.name);
+    }
+  }
+
   void checkFreeMemory() {
     size_t free = 0;
     size_t total = 0;
@@ -983,6 +1142,18 @@ class Program {
       }
     }
     expectSuccess(accinteSetDevice(0), "accinteSetDevice");
+    // Tracing off, its records checked and taken, the stack empty: the next
+    // input starts from nothing.
+    expectSuccess(accinteActivityDisable(), "accinteActivityDisable");
+    tracing_ = false;
+    while (takeRecords(4) == 4) {
+    }
+    while (!externalIds_.empty()) {
+      popExternalId();
+    }
+    while (pushedNames_ > 0) {
+      popName();
+    }
   }
 
   FuzzedDataProvider& input_;
@@ -997,6 +1168,11 @@ class Program {
   std::vector<accinteStream_t> staleStreams_;
   std::vector<accinteEvent_t> staleEvents_;
   int failingKernels_ = 0;
+  bool tracing_ = false;
+  /** The external correlation ids this thread pushed, innermost last. */
+  std::vector<uint64_t> externalIds_;
+  /** How many kernel names this thread pushed and has not popped. */
+  int pushedNames_ = 0;
   /** Launch failures reported so far. */
   int reportedFailures_ = 0;
 };

@@ -2,6 +2,7 @@
 #include "lifecycle.h"
 #include "memory.h"
 #include "stream.h"
+#include "trace.h"
 
 #include <accinte/runtime.h>
 
@@ -180,6 +181,36 @@ void orderAfter(Stream& waiter, Stream& waited) {
   enqueueWait(waiter, std::move(marker));
 }
 
+/** The direction of a planned copy, for its activity record. */
+accinteActivityMemcpyKind activityKind(const CopyPlan& plan) {
+  if (plan.srcDevice == -1) {
+    return plan.dstDevice == -1 ? accinteActivityMemcpyHtoH
+                                : accinteActivityMemcpyHtoD;
+  }
+  if (plan.dstDevice == -1) {
+    return accinteActivityMemcpyDtoH;
+  }
+  return plan.srcDevice == plan.dstDevice ? accinteActivityMemcpyDtoD
+                                          : accinteActivityMemcpyPtoP;
+}
+
+/** The activity record of a copy of `plan` that `call` enqueues on `stream`,
+ * or null if `call` is not traced. */
+std::unique_ptr<PendingActivity> copyActivity(const TracedCall& call,
+                                              const CopyPlan& plan,
+                                              const Stream& stream) {
+  if (!call.on()) {
+    return nullptr;
+  }
+  static constexpr const char* kNames[] = {"Memcpy",      "Memcpy HtoD",
+                                           "Memcpy DtoH", "Memcpy DtoD",
+                                           "Memcpy PtoP", "Memcpy HtoH"};
+  const accinteActivityMemcpyKind kind = activityKind(plan);
+  return call.work(accinteActivityKindMemcpy, kind, kNames[kind],
+                   stream.handle(), stream.device(), plan.srcDevice,
+                   plan.dstDevice, plan.count);
+}
+
 /** True for the five ::accinteMemcpyKind values. */
 bool isMemcpyKind(accinteMemcpyKind kind) {
   return enumValue(kind) >= accinteMemcpyHostToHost &&
@@ -191,6 +222,7 @@ bool isMemcpyKind(accinteMemcpyKind kind) {
 accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
                              accinteMemcpyKind kind) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteMemcpy");
   if (count == 0) {
     return isMemcpyKind(kind) ? accinteSuccess : accinteErrorInvalidValue;
   }
@@ -215,11 +247,13 @@ accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
   // NB: the copy's own status is handed back through `status` rather than
   // carried by the stream: the caller is right here to receive it.
   auto status = std::make_shared<accinteError_t>(accinteSuccess);
-  const uint64_t ticket =
-      stream->enqueue(makeOperation([plan = std::move(plan), status] {
-        *status = runCopy(plan);
-        return accinteSuccess;
-      }));
+  auto activity = copyActivity(call, plan, *stream);
+  auto operation = makeOperation([plan = std::move(plan), status] {
+    *status = runCopy(plan);
+    return accinteSuccess;
+  });
+  operation->setActivity(std::move(activity));
+  const uint64_t ticket = stream->enqueue(std::move(operation));
   stream->waitUntilFinished(ticket);
   return *status;
 }
@@ -228,6 +262,7 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
                                   accinteMemcpyKind kind,
                                   accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteMemcpyAsync");
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
@@ -236,14 +271,18 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
   }
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
-  resolved->enqueue(
-      makeOperation([plan = std::move(plan)] { return runCopy(plan); }));
+  auto activity = copyActivity(call, plan, *resolved);
+  auto operation =
+      makeOperation([plan = std::move(plan)] { return runCopy(plan); });
+  operation->setActivity(std::move(activity));
+  resolved->enqueue(std::move(operation));
   return accinteSuccess;
 }
 
 accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
                                   accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteMemsetAsync");
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
@@ -258,7 +297,7 @@ accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
     return accinteErrorInvalidDevicePointer;
   }
   ACCINTE_RETURN_IF_ERROR(checkRange(dst, count, *info));
-  resolved->enqueue(makeOperation(
+  auto operation = makeOperation(
       [dst, value, count, refs = std::vector<AllocationRef>{info->ref}] {
         OpenAllocations open(refs);
         if (!open.ok()) {
@@ -266,6 +305,12 @@ accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
         }
         std::memset(dst, value, count);
         return accinteSuccess;
-      }));
+      });
+  if (call.on()) {
+    operation->setActivity(call.work(
+        accinteActivityKindMemset, accinteActivityMemcpyNone, "Memset",
+        resolved->handle(), resolved->device(), -1, info->device, count));
+  }
+  resolved->enqueue(std::move(operation));
   return accinteSuccess;
 }

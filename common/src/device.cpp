@@ -1,6 +1,7 @@
 #include "config.h"
 #include "lifecycle.h"
 #include "stream.h"
+#include "trace.h"
 
 #include <accinte/runtime.h>
 
@@ -72,6 +73,7 @@ accinteError_t accinteGetDeviceProperties(accinteDeviceProp* prop, int device) {
 
 accinteError_t accinteDeviceSynchronize(void) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteDeviceSynchronize");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   accinteError_t firstFailure = accinteSuccess;
   std::string firstMessage;

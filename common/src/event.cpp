@@ -2,6 +2,7 @@
 
 #include "lifecycle.h"
 #include "stream.h"
+#include "trace.h"
 
 #include <utility>
 
@@ -150,6 +151,7 @@ accinteError_t accinteEventDestroy(accinteEvent_t event) {
 accinteError_t accinteEventRecord(accinteEvent_t event,
                                   accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteEventRecord");
   std::shared_ptr<Event> resolvedEvent;
   ACCINTE_RETURN_IF_ERROR(
       EventRegistry::instance().resolve(event, &resolvedEvent));
@@ -182,6 +184,7 @@ accinteError_t accinteEventQuery(accinteEvent_t event) {
 
 accinteError_t accinteEventSynchronize(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteEventSynchronize");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
@@ -229,6 +232,7 @@ accinteError_t accinteEventElapsedTime(float* milliseconds,
 accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
                                       accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteStreamWaitEvent");
   std::shared_ptr<Stream> resolvedStream;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolvedStream));

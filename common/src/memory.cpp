@@ -3,6 +3,7 @@
 #include "config.h"
 #include "lifecycle.h"
 #include "stream.h"
+#include "trace.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -274,6 +275,7 @@ using namespace accinte::emulator;
 
 accinteError_t accinteMalloc(void** ptr, size_t size) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteMalloc");
   if (ptr == nullptr) {
     return accinteErrorInvalidValue;
   }
@@ -287,6 +289,7 @@ accinteError_t accinteMalloc(void** ptr, size_t size) {
 
 accinteError_t accinteFree(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteFree");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   if (ptr == nullptr) {
     return accinteSuccess;
@@ -334,6 +337,7 @@ accinteError_t accintePointerGetAttributes(accintePointerAttributes* attributes,
 
 accinteError_t accinteMallocHost(void** ptr, size_t size) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteMallocHost");
   if (ptr == nullptr) {
     return accinteErrorInvalidValue;
   }
@@ -347,6 +351,7 @@ accinteError_t accinteMallocHost(void** ptr, size_t size) {
 
 accinteError_t accinteFreeHost(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteFreeHost");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   if (ptr == nullptr) {
     return accinteSuccess;

@@ -101,6 +101,10 @@ void Stream::runWorker() {
 
 Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
   Outcome outcome{accinteErrorLaunchFailure, ""};
+  std::unique_ptr<PendingActivity> activity = operation->takeActivity();
+  if (activity) {
+    activity->record.start = activityNow();
+  }
   // A throwing kernel is a failed kernel, not a dead process; what it said
   // is kept for whoever is told of the failure.
   try {
@@ -116,6 +120,13 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
     outcome.message =
         "a kernel threw an exception that is not a "
         "std::exception";
+  }
+  // NB: stored before the operation counts as finished, so a synchronize
+  // that returns has its records in the buffer; the release of a kernel's
+  // arguments is not part of the kernel's time.
+  if (activity) {
+    activity->record.end = activityNow();
+    commitActivity(*activity);
   }
   try {
     operation.reset();
@@ -423,6 +434,7 @@ accinteError_t accinteStreamQuery(accinteStream_t stream) {
 
 accinteError_t accinteStreamSynchronize(accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteStreamSynchronize");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
@@ -497,14 +509,24 @@ class KernelArguments {
 
 } // namespace
 
-// LITERALINCLUDE START: EMULATOR_KERNEL_LAUNCH
 accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
                                    void* args, accinteArgsDeleter deleter,
                                    const void* const* buffers,
                                    size_t num_buffers) {
+  return accinteLaunchKernelNamed(stream, nullptr, fn, args, deleter, buffers,
+                                  num_buffers);
+}
+
+// LITERALINCLUDE START: EMULATOR_KERNEL_LAUNCH
+accinteError_t accinteLaunchKernelNamed(accinteStream_t stream,
+                                        const char* name, accinteKernelFn fn,
+                                        void* args, accinteArgsDeleter deleter,
+                                        const void* const* buffers,
+                                        size_t num_buffers) {
   // Owns the arguments from here on, so every early return releases them.
   KernelArguments arguments(args, deleter);
   ACCINTE_RETURN_IF_ERROR(checkUsable());
+  const TracedCall call("accinteLaunchKernel");
   if (fn == nullptr || (buffers == nullptr && num_buffers > 0)) {
     return accinteErrorInvalidValue;
   }
@@ -521,7 +543,7 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
     }
     refs.push_back(info->ref);
   }
-  resolved->enqueue(makeOperation(
+  auto operation = makeOperation(
       [fn, arguments = std::move(arguments), refs = std::move(refs)]() {
         // LITERALINCLUDE EMPHASIZE NEXT 2
         OpenAllocations open(refs);
@@ -530,7 +552,14 @@ accinteError_t accinteLaunchKernel(accinteStream_t stream, accinteKernelFn fn,
           return accinteErrorLaunchFailure;
         }
         return fn(arguments.get());
-      }));
+      });
+  // NB: `name` is read only here, when tracing is on.
+  if (call.on()) {
+    operation->setActivity(
+        call.work(accinteActivityKindKernel, accinteActivityMemcpyNone, name,
+                  resolved->handle(), resolved->device(), -1, -1, 0));
+  }
+  resolved->enqueue(std::move(operation));
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_KERNEL_LAUNCH

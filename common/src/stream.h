@@ -1,6 +1,7 @@
 #pragma once
 
 #include "failure.h"
+#include "trace.h"
 
 #include <accinte/runtime.h>
 
@@ -27,6 +28,21 @@ class Operation {
   /** Runs on the stream's worker; a non-success result becomes the stream's
    * pending failure. */
   virtual accinteError_t run() = 0;
+
+  /** Makes the operation traced: the worker times run() into `activity` and
+   * stores the record (TracedCall::work()). Untraced by default. */
+  void setActivity(std::unique_ptr<PendingActivity> activity) {
+    activity_ = std::move(activity);
+  }
+  /** The activity record to complete, if traced; leaves none behind. */
+  std::unique_ptr<PendingActivity> takeActivity() {
+    return std::move(activity_);
+  }
+
+ private:
+  /** NB: null unless tracing was on when the operation was enqueued; the
+   * worker then tests this one pointer and does nothing more. */
+  std::unique_ptr<PendingActivity> activity_;
 };
 
 /** An Operation that calls a move-only callable returning ::accinteError_t.

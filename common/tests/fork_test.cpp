@@ -51,6 +51,12 @@ int checkRuntimeIsDisabled() {
       accinteMemcpy(&value, &free, sizeof(value), accinteMemcpyHostToHost),
       accinteLaunchKernel(nullptr, &emptyKernel, nullptr, &countDeleterCall,
                           nullptr, 0),
+      accinteActivityEnable(0),
+      accinteActivityDisable(),
+      accinteActivityIsEnabled(&value),
+      accinteActivityTake(nullptr, 0, &free),
+      accinteActivityPushExternalCorrelationId(1),
+      accinteActivityPushName("kernel"),
   };
   for (size_t i = 0; i < std::size(results); ++i) {
     if (results[i] != accinteErrorForkedChild) {

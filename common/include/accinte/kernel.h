@@ -2,7 +2,8 @@
 
 /**
  * @file
- * C++ convenience over accinteLaunchKernel(): launch a lambda as a kernel.
+ * C++ convenience over accinteLaunchKernel() and accinteLaunchKernelNamed():
+ * launch a lambda as a kernel.
  */
 
 #include <accinte/runtime.h>
@@ -16,17 +17,15 @@
 namespace accinte {
 
 /**
- * Enqueues `body` as a kernel on `stream`.
- *
- * The device allocations that the `num_buffers` pointers in `buffers` point
- * into are accessible while `body` runs on the stream's worker thread. `body`
- * may return `void` (success) or an ::accinteError_t. It is moved to the heap
- * and destroyed on the worker after it ran, so it must own (capture by value)
- * everything it uses.
+ * launchKernel() with a name for the kernel's activity record
+ * (accinteLaunchKernelNamed()), such as the ATen operator it computes; NULL
+ * names it "kernel". The name is copied, and only while tracing is on, so it
+ * need only live during the call and costs nothing when tracing is off.
  */
 template <typename Body>
-accinteError_t launchKernel(accinteStream_t stream, const void* const* buffers,
-                            size_t num_buffers, Body&& body) {
+accinteError_t launchNamedKernel(accinteStream_t stream, const char* name,
+                                 const void* const* buffers, size_t num_buffers,
+                                 Body&& body) {
   using Stored = std::decay_t<Body>;
   auto* stored = new (std::nothrow) Stored(std::forward<Body>(body));
   if (stored == nullptr) {
@@ -42,8 +41,24 @@ accinteError_t launchKernel(accinteStream_t stream, const void* const* buffers,
     }
   };
   auto destroy = [](void* args) { delete static_cast<Stored*>(args); };
-  return accinteLaunchKernel(stream, run, stored, destroy, buffers,
-                             num_buffers);
+  return accinteLaunchKernelNamed(stream, name, run, stored, destroy, buffers,
+                                  num_buffers);
+}
+
+/**
+ * Enqueues `body` as a kernel on `stream`.
+ *
+ * The device allocations that the `num_buffers` pointers in `buffers` point
+ * into are accessible while `body` runs on the stream's worker thread. `body`
+ * may return `void` (success) or an ::accinteError_t. It is moved to the heap
+ * and destroyed on the worker after it ran, so it must own (capture by value)
+ * everything it uses.
+ */
+template <typename Body>
+accinteError_t launchKernel(accinteStream_t stream, const void* const* buffers,
+                            size_t num_buffers, Body&& body) {
+  return launchNamedKernel(stream, nullptr, buffers, num_buffers,
+                           std::forward<Body>(body));
 }
 
 /** launchKernel() with the buffers given as a braced list. */
@@ -53,6 +68,15 @@ accinteError_t launchKernel(accinteStream_t stream,
                             Body&& body) {
   return launchKernel(stream, buffers.begin(), buffers.size(),
                       std::forward<Body>(body));
+}
+
+/** launchNamedKernel() with the buffers given as a braced list. */
+template <typename Body>
+accinteError_t launchNamedKernel(accinteStream_t stream, const char* name,
+                                 std::initializer_list<const void*> buffers,
+                                 Body&& body) {
+  return launchNamedKernel(stream, name, buffers.begin(), buffers.size(),
+                           std::forward<Body>(body));
 }
 
 } // namespace accinte

@@ -443,6 +443,241 @@ ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
                                                       accinteEvent_t start,
                                                       accinteEvent_t end);
 
+/* ------------------------------------------------------------------------ */
+/* Activity tracing                                                         */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @name Activity tracing
+ *
+ * The emulator's counterpart of CUPTI's activity API: while tracing is
+ * enabled, the runtime writes one ::accinteActivityRecord for every kernel,
+ * copy and memset a stream runs and for every runtime call listed under
+ * ::accinteActivityKindRuntime, and the host takes them out of the runtime
+ * with accinteActivityTake().
+ *
+ * What CUPTI calls `cuptiActivityEnable`, `cuptiActivityFlushAll` and
+ * `cuptiActivityGetNumDroppedRecords` are accinteActivityEnable(),
+ * accinteActivityTake() and accinteActivityGetDropped();
+ * `cuptiActivityPushExternalCorrelationId` and its pop are
+ * accinteActivityPushExternalCorrelationId() and
+ * accinteActivityPopExternalCorrelationId(); `cuptiGetTimestamp` is
+ * accinteActivityGetTimestamp().
+ *
+ * NB: CUPTI hands records over in buffers the client allocates and gets
+ * back through two callbacks (`cuptiActivityRegisterCallbacks`: buffer
+ * requested, buffer completed), called from CUPTI's own threads. Here the
+ * host instead *takes* records into storage it passes in. A callback would
+ * run client code on a stream's worker, where no runtime call is allowed
+ * and a slow client would stall the device's queue; and a profiler (Kineto's
+ * activity profiler session) collects the device's activities when the
+ * profile stops anyway. The runtime keeps one bounded buffer instead of the
+ * client's: records that do not fit are counted, not kept, as CUPTI counts
+ * the records it dropped for want of a buffer.
+ *
+ * Cost when off: every traced call and every launch reads one atomic with
+ * relaxed ordering and does nothing else for tracing; a stream's worker tests
+ * one pointer per operation. Tracing is off until accinteActivityEnable().
+ *
+ * Clock: every timestamp is in nanoseconds of `CLOCK_MONOTONIC`
+ * (`std::chrono::steady_clock` on Linux), the host's clock, since the
+ * stream workers that run the "device" work are host threads. A monotonic
+ * clock does not jump when the wall clock is set during a profile; a reader
+ * that needs Unix time (Kineto's and the PyTorch profiler's timestamps are
+ * nanoseconds since the epoch) samples accinteActivityGetTimestamp() and the
+ * realtime clock together once and adds the difference.
+ * @{
+ */
+
+/** What an ::accinteActivityRecord describes. */
+typedef enum accinteActivityKind {
+  /** A kernel run by a stream (accinteLaunchKernel(),
+   * accinteLaunchKernelNamed()). */
+  accinteActivityKindKernel = 1,
+  /** A copy run by a stream (accinteMemcpy(), accinteMemcpyAsync()); see
+   * ::accinteActivityMemcpyKind. */
+  accinteActivityKindMemcpy = 2,
+  /** A memset run by a stream (accinteMemsetAsync()). */
+  accinteActivityKindMemset = 3,
+  /** A runtime call on a host thread, from entry to return. Traced:
+   * accinteMalloc(), accinteFree(), accinteMallocHost(), accinteFreeHost(),
+   * accinteMemcpy(), accinteMemcpyAsync(), accinteMemsetAsync(),
+   * accinteLaunchKernel() and accinteLaunchKernelNamed() (both recorded as
+   * "accinteLaunchKernel"), accinteStreamSynchronize(),
+   * accinteDeviceSynchronize(), accinteStreamWaitEvent(), accinteEventRecord()
+   * and accinteEventSynchronize(). Queries and getters are not. */
+  accinteActivityKindRuntime = 4,
+} accinteActivityKind;
+
+/** Direction of a traced copy, as CUPTI's `CUpti_ActivityMemcpyKind`. */
+typedef enum accinteActivityMemcpyKind {
+  /** Not a copy. */
+  accinteActivityMemcpyNone = 0,
+  /** Host (pinned or pageable) to device. */
+  accinteActivityMemcpyHtoD = 1,
+  /** Device to host. */
+  accinteActivityMemcpyDtoH = 2,
+  /** Within one device. */
+  accinteActivityMemcpyDtoD = 3,
+  /** From one device to another (peer to peer). */
+  accinteActivityMemcpyPtoP = 4,
+  /** Host to host, through a stream. */
+  accinteActivityMemcpyHtoH = 5,
+} accinteActivityMemcpyKind;
+
+/** Longest name kept in a record, with its NUL; longer names are cut. */
+#define ACCINTE_ACTIVITY_NAME_SIZE 128
+
+/**
+ * One traced activity: a kernel, copy or memset a stream ran, or a runtime
+ * call a host thread made.
+ *
+ * A runtime call and the work it enqueued share `correlationId`, as in CUPTI,
+ * and both carry the `externalCorrelationId` the calling thread had pushed.
+ */
+typedef struct accinteActivityRecord {
+  /** What this record describes. */
+  accinteActivityKind kind;
+  /** For ::accinteActivityKindMemcpy, the direction; else
+   * ::accinteActivityMemcpyNone. */
+  accinteActivityMemcpyKind memcpyKind;
+  /** Device whose stream ran the work; for a runtime call, the calling
+   * thread's current device. */
+  int device;
+  /** Copies: device of the source, or -1 for host memory. Else -1. */
+  int srcDevice;
+  /** Copies and memsets: device of the destination, or -1 for host memory.
+   * Else -1. */
+  int dstDevice;
+  /** Linux thread id (`gettid()`) of the host thread that made the runtime
+   * call, or that enqueued the work. */
+  uint32_t threadId;
+  /** Stream that ran the work, never NULL for work (a default stream is
+   * reported by its own handle, see accinteGetDefaultStream()); NULL for a
+   * runtime call. */
+  accinteStream_t stream;
+  /** When the work started running, or the call was entered: nanoseconds
+   * of `CLOCK_MONOTONIC` (see accinteActivityGetTimestamp()). */
+  uint64_t start;
+  /** When the work finished, or the call returned; `start <= end`. */
+  uint64_t end;
+  /** Bytes copied or set; 0 for kernels and runtime calls. */
+  uint64_t bytes;
+  /** The runtime's id of the call, unique in the process and never 0: a
+   * runtime call's record and the records of the work it enqueued have the
+   * same. */
+  uint64_t correlationId;
+  /** The id on top of the calling thread's external correlation stack when
+   * the call was made (accinteActivityPushExternalCorrelationId()), or 0. */
+  uint64_t externalCorrelationId;
+  /** A kernel's name as given to accinteLaunchKernelNamed(), else the top
+   * of the launching thread's name stack (accinteActivityPushName()), else
+   * "kernel"; "Memcpy HtoD" and the like for copies, "Memset", or the name
+   * of the runtime function. NUL-terminated. */
+  char name[ACCINTE_ACTIVITY_NAME_SIZE];
+} accinteActivityRecord;
+
+/** The number of records accinteActivityEnable() keeps when given 0. */
+#define ACCINTE_ACTIVITY_DEFAULT_CAPACITY 65536
+/** The largest capacity accinteActivityEnable() accepts. */
+#define ACCINTE_ACTIVITY_MAX_CAPACITY (1 << 22)
+
+/**
+ * Starts a tracing session that keeps at most `capacity` records
+ * (0: ::ACCINTE_ACTIVITY_DEFAULT_CAPACITY), discarding the records a previous
+ * session left untaken and its dropped count.
+ *
+ * Work is traced if tracing was enabled when it was enqueued and is still
+ * enabled, in the same session, when it finishes. Memory is taken as records
+ * arrive, up to `capacity` records; a record that does not fit is dropped and
+ * counted (accinteActivityGetDropped()). A capacity above
+ * ::ACCINTE_ACTIVITY_MAX_CAPACITY returns ::accinteErrorInvalidValue.
+ *
+ * Enabling tracing counts as using the runtime: a child forked afterwards
+ * gets ::accinteErrorForkedChild, as after any other use.
+ */
+ACCINTE_EXPORT accinteError_t accinteActivityEnable(size_t capacity);
+
+/**
+ * Ends the tracing session. Once it returns, no record is added, not even
+ * for work enqueued before it that is still running or queued: synchronize
+ * first to have that work traced. The records stay until taken or until the
+ * next accinteActivityEnable(). Disabling when off does nothing.
+ */
+ACCINTE_EXPORT accinteError_t accinteActivityDisable(void);
+
+/** Writes 1 while tracing is enabled, else 0. */
+ACCINTE_EXPORT accinteError_t accinteActivityIsEnabled(int* enabled);
+
+/**
+ * Moves up to `capacity` of the oldest records into `records` and writes how
+ * many to `count`; they leave the runtime's buffer. May be called at any time,
+ * while tracing or after it was disabled, from any thread.
+ *
+ * Records are in the order they were completed: the records of one stream
+ * are in the stream's order. A runtime call's record is completed when the
+ * call returns, so it may come after the records of the work it enqueued.
+ * `records` may be NULL only if `capacity` is 0; `count` must not be NULL
+ * (::accinteErrorInvalidValue).
+ */
+ACCINTE_EXPORT accinteError_t accinteActivityTake(
+    accinteActivityRecord* records, size_t capacity, size_t* count);
+
+/** Writes how many records the current (or last) session dropped because its
+ * buffer was full. */
+ACCINTE_EXPORT accinteError_t accinteActivityGetDropped(uint64_t* dropped);
+
+/**
+ * Pushes `id` on the calling thread's external correlation stack: the calls
+ * this thread makes until it is popped, and the work they enqueue, carry it
+ * as `externalCorrelationId`. A profiler pushes the id of the operator it is
+ * recording, as Kineto does with CUPTI. Works whether or not tracing is on.
+ * 0 means "none" and is refused (::accinteErrorInvalidValue).
+ */
+ACCINTE_EXPORT accinteError_t
+accinteActivityPushExternalCorrelationId(uint64_t id);
+
+/** Pops the calling thread's external correlation stack and writes the id
+ * popped to `id` unless `id` is NULL. An empty stack returns
+ * ::accinteErrorInvalidValue. */
+ACCINTE_EXPORT accinteError_t
+accinteActivityPopExternalCorrelationId(uint64_t* id);
+
+/**
+ * Pushes a copy of `name` on the calling thread's kernel name stack: a kernel
+ * this thread launches without a name of its own (accinteLaunchKernel(), or
+ * accinteLaunchKernelNamed() with NULL) is named after the top of the stack.
+ * A profiler pushes the name of the operator being run, so that the kernels
+ * of code it cannot change are named after the operator that launched them.
+ * Works whether or not tracing is on; the stack is read only while it is on.
+ * NULL is refused (::accinteErrorInvalidValue).
+ */
+ACCINTE_EXPORT accinteError_t accinteActivityPushName(const char* name);
+
+/** Pops the calling thread's kernel name stack; an empty stack returns
+ * ::accinteErrorInvalidValue. */
+ACCINTE_EXPORT accinteError_t accinteActivityPopName(void);
+
+/** Writes the current time of the records' clock, nanoseconds of
+ * `CLOCK_MONOTONIC`. */
+ACCINTE_EXPORT accinteError_t accinteActivityGetTimestamp(uint64_t* timestamp);
+
+/**
+ * accinteLaunchKernel() with a name for the kernel's activity record, such as
+ * the ATen operator the kernel computes. NULL names it after the top of the
+ * calling thread's name stack (accinteActivityPushName()), or "kernel" if the
+ * stack is empty.
+ *
+ * NB: the name is copied, and only while tracing is on: the string need only
+ * be valid during the call, and naming a kernel costs nothing when tracing is
+ * off.
+ */
+ACCINTE_EXPORT accinteError_t accinteLaunchKernelNamed(
+    accinteStream_t stream, const char* name, accinteKernelFn fn, void* args,
+    accinteArgsDeleter deleter, const void* const* buffers, size_t num_buffers);
+
+/** @} */
+
 #ifdef __cplusplus
 } // extern "C"
 #endif
