@@ -385,18 +385,26 @@ def all_reduce_after_a_user_error(rank, world, device):
     # range). The next read of a result on that stream reports it, once;
     # the collective's stream, which waited for the failed work and which
     # nobody synchronizes, must not hand it to every later collective.
-    if rank == 0:
+    def user_error():
         scores = torch.zeros(2, 3, device=device).log_softmax(1)
         torch.nn.functional.nll_loss(scores, torch.tensor([0, 7], device=device))
+
+    def expect_error(read, message):
+        try:
+            read()
+        except RuntimeError as error:
+            assert message in str(error), str(error)
+        else:
+            raise AssertionError(f"no error: expected {message!r}")
+
+    if rank == 0:
+        user_error()
     tensor = torch.ones(2, device=device)
     dist.all_reduce(tensor)
-    if rank == 0:
-        try:
-            tensor.cpu()
-        except RuntimeError as error:
-            assert "Target 7 is out of bounds" in str(error), str(error)
-        else:
-            raise AssertionError("the user's error was never reported")
+    # Rank 0's inputs may never have been written: its peers must not read a
+    # sum of them as a result, but fail too, naming the rank.
+    expect_error(tensor.cpu, "Target 7 is out of bounds" if rank == 0
+                 else "ALLREDUCE not run: the inputs of rank(s) 0 may come from failed work")
     for step in range(3):
         tensor = torch.full((2,), float(step + rank), device=device)
         dist.all_reduce(tensor)
@@ -406,6 +414,22 @@ def all_reduce_after_a_user_error(rank, world, device):
     dist.all_reduce(tensor, async_op=True).wait()
     dist.barrier()
     torch.testing.assert_close(tensor.cpu(), torch.full((2,), float(world)))
+    # The same between two ranks: the receiver of stale data fails.
+    for stale in (True, False):
+        if rank == 0:
+            if stale:
+                user_error()
+            dist.send(torch.full((2,), 5.0, device=device), dst=1)
+            if stale:
+                expect_error(torch.accinte.synchronize, "Target 7 is out of bounds")
+        elif rank == 1:
+            received = torch.empty(2, device=device)
+            dist.recv(received, src=0)
+            if stale:
+                expect_error(received.cpu, "recv from rank 0 failed: the data sent may come from "
+                             "failed work")
+            else:
+                torch.testing.assert_close(received.cpu(), torch.full((2,), 5.0))
 
 
 def train(model, batches, lr):

@@ -1,5 +1,6 @@
 #include <11_distributed/csrc/process_group.h>
 
+#include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/extensions.h>
 #include <01_minimal_ops/csrc/kernel.h>
 #include <01_minimal_ops/csrc/runtime.h>
@@ -7,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
@@ -122,6 +124,49 @@ void reduceKeepingOwnChunk(c10d::Backend& host,
     out.div_(size);
   }
 }
+
+// LITERALINCLUDE START: CH11_STALE_INPUTS
+/**
+ * Whether the work before a collective's kernel on `stream` failed, so that
+ * the inputs it staged may never have been written. Asked by the kernel,
+ * which leaves the failure for the user's next synchronize to report.
+ */
+bool inputsMayBeStale(accinteStream_t stream) {
+  int failed = 0;
+  ACCINTE_CHECK(accinteStreamPeekFailure(stream, &failed));
+  return failed != 0;
+}
+
+/**
+ * Runs on the host buffers of a collective of all ranks, before it: tells
+ * the peers whether this rank's inputs may be stale and learns theirs. If
+ * any are, no rank runs the collective, and every rank's kernel fails, so
+ * that no rank reads a result made of another's stale bytes.
+ *
+ * NB: every rank takes part, stale or not, so the group stays in step and
+ * the next collective works. CUDA cannot do this: an error there is sticky,
+ * the failed rank's collective never runs, and its peers wait until the
+ * collective library's watchdog ends them.
+ */
+void refuseStaleInputs(c10d::Backend& host, c10d::OpType type, bool stale) {
+  at::Tensor mine = at::full({1}, stale ? 1 : 0, at::kInt);
+  at::Tensor all = at::empty({host.getSize()}, at::kInt);
+  host._allgather_base(all, mine)->wait();
+  if (all.sum().item<int>() == 0) {
+    return;
+  }
+  std::string ranks;
+  for (int64_t rank = 0; rank < all.numel(); ++rank) {
+    if (all[rank].item<int>() != 0) {
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+    }
+  }
+  TORCH_CHECK(false, "accl: ", c10d::opTypeToString(type),
+              " not run: the inputs of rank(s) ", ranks,
+              " may come from failed work, which that rank reports; no rank "
+              "used them");
+}
+// LITERALINCLUDE END: CH11_STALE_INPUTS
 
 } // namespace
 
@@ -279,11 +324,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   // LITERALINCLUDE EMPHASIZE NEXT 2
   std::vector<KernelTensor> readBuffers(hostReads.begin(), hostReads.end());
   std::vector<KernelTensor> writeBuffers(hostWrites.begin(), hostWrites.end());
+  // NB: point to point tells its one peer itself (see send()); a barrier
+  // moves no data.
+  const bool collectiveOfAll =
+      type != c10d::OpType::SEND && type != c10d::OpType::RECV &&
+      type != c10d::OpType::RECVANYSOURCE && type != c10d::OpType::BARRIER;
   launchOnCurrentStream(
-      device->index(), {}, [run = std::move(run), readBuffers, writeBuffers] {
+      device->index(), {},
+      [run = std::move(run), readBuffers, writeBuffers, collectiveOfAll, type,
+       host = hostBackend_, stream = nativeStream(comm)] {
+        // LITERALINCLUDE EMPHASIZE NEXT 4
+        const bool stale = inputsMayBeStale(stream);
+        if (collectiveOfAll) {
+          refuseStaleInputs(*host, type, stale);
+        }
         std::vector<at::Tensor> reads = cpuViews(readBuffers);
         std::vector<at::Tensor> writes = cpuViews(writeBuffers);
-        run(reads, writes);
+        run(reads, writes, stale);
       });
 
   for (size_t i = 0; i < writes.size(); ++i) {
@@ -315,7 +372,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allreduce(
   hostOpts.reduceOp = op;
   return collective(c10d::OpType::ALLREDUCE, std::nullopt, tensors, tensors,
                     [host = hostBackend_, hostOpts, average, size = size_](
-                        auto& reads, auto&) {
+                        auto& reads, auto&, bool) {
                       host->allreduce(reads, hostOpts)->wait();
                       if (average) {
                         reads[0].div_(size);
@@ -328,7 +385,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   TORCH_CHECK(tensors.size() == 1, "accl: broadcast takes one tensor");
   return collective(c10d::OpType::BROADCAST, std::nullopt, tensors, tensors,
-                    [host = hostBackend_, opts](auto& reads, auto&) {
+                    [host = hostBackend_, opts](auto& reads, auto&, bool) {
                       host->broadcast(reads, opts)->wait();
                     });
 }
@@ -341,7 +398,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::reduce(
   hostOpts.reduceOp = op;
   return collective(c10d::OpType::REDUCE, std::nullopt, tensors, tensors,
                     [host = hostBackend_, hostOpts, average, size = size_,
-                     rank = rank_](auto& reads, auto&) {
+                     rank = rank_](auto& reads, auto&, bool) {
                       host->reduce(reads, hostOpts)->wait();
                       if (average && rank == hostOpts.rootRank) {
                         reads[0].div_(size);
@@ -357,11 +414,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allgather(
   TORCH_CHECK(outputs[0].size() == static_cast<size_t>(size_),
               "accl: allgather needs one output per rank (", size_, "), got ",
               outputs[0].size());
-  return collective(c10d::OpType::ALLGATHER, std::nullopt, inputs, outputs[0],
-                    [host = hostBackend_, opts](auto& reads, auto& writes) {
-                      std::vector<std::vector<at::Tensor>> hostOutputs{writes};
-                      host->allgather(hostOutputs, reads, opts)->wait();
-                    });
+  return collective(
+      c10d::OpType::ALLGATHER, std::nullopt, inputs, outputs[0],
+      [host = hostBackend_, opts](auto& reads, auto& writes, bool) {
+        std::vector<std::vector<at::Tensor>> hostOutputs{writes};
+        host->allgather(hostOutputs, reads, opts)->wait();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::_allgather_base(
@@ -370,11 +428,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::_allgather_base(
               "accl: all_gather_into_tensor needs an output of ", size_,
               " times the input's elements, got ", output.numel(), " and ",
               input.numel());
-  return collective(c10d::OpType::_ALLGATHER_BASE, std::nullopt, {input},
-                    {output},
-                    [host = hostBackend_, opts](auto& reads, auto& writes) {
-                      host->_allgather_base(writes[0], reads[0], opts)->wait();
-                    });
+  return collective(
+      c10d::OpType::_ALLGATHER_BASE, std::nullopt, {input}, {output},
+      [host = hostBackend_, opts](auto& reads, auto& writes, bool) {
+        host->_allgather_base(writes[0], reads[0], opts)->wait();
+      });
 }
 
 // LITERALINCLUDE START: CH11_REDUCE_SCATTER
@@ -391,7 +449,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::_reduce_scatter_base(
   return collective(c10d::OpType::_REDUCE_SCATTER_BASE, std::nullopt, {input},
                     {output},
                     [host = hostBackend_, hostOpts, average, size = size_,
-                     rank = rank_](auto& reads, auto& writes) {
+                     rank = rank_](auto& reads, auto& writes, bool) {
                       reduceKeepingOwnChunk(*host, hostOpts, average, size,
                                             rank, reads[0], writes[0]);
                     });
@@ -405,7 +463,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::alltoall_base(
   return collective(c10d::OpType::ALLTOALL_BASE, std::nullopt, {input},
                     {output},
                     [host = hostBackend_, outputSplitSizes, inputSplitSizes,
-                     opts](auto& reads, auto& writes) mutable {
+                     opts](auto& reads, auto& writes, bool) mutable {
                       host->alltoall_base(writes[0], reads[0], outputSplitSizes,
                                           inputSplitSizes, opts)
                           ->wait();
@@ -426,7 +484,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::reduce_scatter(
   return collective(c10d::OpType::REDUCE_SCATTER, std::nullopt, inputs[0],
                     outputs,
                     [host = hostBackend_, hostOpts, average, size = size_,
-                     rank = rank_](auto& reads, auto& writes) {
+                     rank = rank_](auto& reads, auto& writes, bool) {
                       std::vector<at::Tensor> flat;
                       for (const at::Tensor& read : reads) {
                         flat.push_back(read.flatten());
@@ -457,7 +515,7 @@ ProcessGroupAccl::reduce_scatter_tensor_coalesced(
   return collective(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, std::nullopt,
                     inputs, outputs,
                     [host = hostBackend_, hostOpts, average, size = size_,
-                     rank = rank_](auto& reads, auto& writes) {
+                     rank = rank_](auto& reads, auto& writes, bool) {
                       for (size_t i = 0; i < reads.size(); ++i) {
                         reduceKeepingOwnChunk(*host, hostOpts, average, size,
                                               rank, reads[i], writes[i]);
@@ -481,7 +539,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allreduce_coalesced(
   return collective(c10d::OpType::ALLREDUCE_COALESCED, std::nullopt, tensors,
                     tensors,
                     [host = hostBackend_, hostOpts, average, size = size_](
-                        auto& reads, auto&) {
+                        auto& reads, auto&, bool) {
                       for (at::Tensor& read : reads) {
                         std::vector<at::Tensor> one{read};
                         host->allreduce(one, hostOpts)->wait();
@@ -510,18 +568,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allgather_coalesced(
     }
     flatOutputs.insert(flatOutputs.end(), fromRank.begin(), fromRank.end());
   }
-  return collective(
-      c10d::OpType::ALLGATHER_COALESCED, std::nullopt, inputs, flatOutputs,
-      [host = hostBackend_, opts, size = size_](auto& reads, auto& writes) {
-        for (size_t i = 0; i < reads.size(); ++i) {
-          std::vector<at::Tensor> input{reads[i]};
-          std::vector<std::vector<at::Tensor>> output(1);
-          for (int rank = 0; rank < size; ++rank) {
-            output[0].push_back(writes[rank * reads.size() + i]);
-          }
-          host->allgather(output, input, opts)->wait();
-        }
-      });
+  return collective(c10d::OpType::ALLGATHER_COALESCED, std::nullopt, inputs,
+                    flatOutputs,
+                    [host = hostBackend_, opts, size = size_](
+                        auto& reads, auto& writes, bool) {
+                      for (size_t i = 0; i < reads.size(); ++i) {
+                        std::vector<at::Tensor> input{reads[i]};
+                        std::vector<std::vector<at::Tensor>> output(1);
+                        for (int rank = 0; rank < size; ++rank) {
+                          output[0].push_back(writes[rank * reads.size() + i]);
+                        }
+                        host->allgather(output, input, opts)->wait();
+                      }
+                    });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -540,7 +599,7 @@ ProcessGroupAccl::allgather_into_tensor_coalesced(
   }
   return collective(
       c10d::OpType::COALESCED, std::nullopt, inputs, outputs,
-      [host = hostBackend_, opts](auto& reads, auto& writes) {
+      [host = hostBackend_, opts](auto& reads, auto& writes, bool) {
         for (size_t i = 0; i < reads.size(); ++i) {
           host->_allgather_base(writes[i], reads[i], opts)->wait();
         }
@@ -565,7 +624,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::gather(
   }
   return collective(
       c10d::OpType::GATHER, std::nullopt, inputs, gathered,
-      [host = hostBackend_, opts, root](auto& reads, auto& writes) {
+      [host = hostBackend_, opts, root](auto& reads, auto& writes, bool) {
         std::vector<std::vector<at::Tensor>> output;
         if (root) {
           output.push_back(writes);
@@ -593,7 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::scatter(
   }
   return collective(
       c10d::OpType::SCATTER, std::nullopt, scattered, outputs,
-      [host = hostBackend_, opts, root](auto& reads, auto& writes) {
+      [host = hostBackend_, opts, root](auto& reads, auto& writes, bool) {
         std::vector<std::vector<at::Tensor>> input;
         if (root) {
           input.push_back(reads);
@@ -619,7 +678,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::alltoall(
   // with split sizes.
   return collective(
       c10d::OpType::ALLTOALL, std::nullopt, inputs, outputs,
-      [host = hostBackend_, opts](auto& reads, auto& writes) mutable {
+      [host = hostBackend_, opts](auto& reads, auto& writes, bool) mutable {
         std::vector<at::Tensor> flatReads;
         std::vector<int64_t> inputSplits;
         std::vector<int64_t> outputSplits;
@@ -648,20 +707,43 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::alltoall(
       });
 }
 
+// NB: point to point has one peer, which learns from a flag sent before the
+// data whether the data may be stale (see refuseStaleInputs()); the data
+// goes too, so that the pair stays in step.
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::send(
     std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  return collective(c10d::OpType::SEND, std::nullopt, tensors, {},
-                    [host = hostBackend_, dstRank, tag](auto& reads, auto&) {
-                      host->send(reads, dstRank, tag)->wait();
-                    });
+  return collective(
+      c10d::OpType::SEND, std::nullopt, tensors, {},
+      [host = hostBackend_, dstRank, tag](auto& reads, auto&, bool stale) {
+        std::vector<at::Tensor> flag{at::full({1}, stale ? 1 : 0, at::kInt)};
+        host->send(flag, dstRank, tag)->wait();
+        host->send(reads, dstRank, tag)->wait();
+      });
 }
+
+namespace {
+
+/** Receives the data after the flag `flag` from `source` and fails if the
+ * sender said its data may be stale. */
+void receiveUnlessStale(c10d::Backend& host, std::vector<at::Tensor>& writes,
+                        const at::Tensor& flag, int source, int tag) {
+  host.recv(writes, source, tag)->wait();
+  TORCH_CHECK(flag.item<int>() == 0, "accl: recv from rank ", source,
+              " failed: the data sent may come from failed work, which rank ",
+              source, " reports");
+}
+
+} // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::recv(
     std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  return collective(c10d::OpType::RECV, std::nullopt, {}, tensors,
-                    [host = hostBackend_, srcRank, tag](auto&, auto& writes) {
-                      host->recv(writes, srcRank, tag)->wait();
-                    });
+  return collective(
+      c10d::OpType::RECV, std::nullopt, {}, tensors,
+      [host = hostBackend_, srcRank, tag](auto&, auto& writes, bool) {
+        std::vector<at::Tensor> flag{at::empty({1}, at::kInt)};
+        host->recv(flag, srcRank, tag)->wait();
+        receiveUnlessStale(*host, writes, flag[0], srcRank, tag);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::recvAnysource(
@@ -669,10 +751,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::recvAnysource(
   auto source = std::make_shared<std::atomic<int>>(-1);
   return collective(
       c10d::OpType::RECVANYSOURCE, std::nullopt, {}, tensors,
-      [host = hostBackend_, tag, source](auto&, auto& writes) {
-        auto work = host->recvAnysource(writes, tag);
+      [host = hostBackend_, tag, source](auto&, auto& writes, bool) {
+        // NB: the flag comes from any rank; the data then from that one.
+        std::vector<at::Tensor> flag{at::empty({1}, at::kInt)};
+        auto work = host->recvAnysource(flag, tag);
         work->wait();
         source->store(work->sourceRank());
+        receiveUnlessStale(*host, writes, flag[0], work->sourceRank(), tag);
       },
       /*blocksHost=*/false, source);
 }
@@ -686,7 +771,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::barrier(
   }
   return collective(
       c10d::OpType::BARRIER, device, {}, {},
-      [host = hostBackend_](auto&, auto&) { host->barrier()->wait(); },
+      [host = hostBackend_](auto&, auto&, bool) { host->barrier()->wait(); },
       /*blocksHost=*/true);
 }
 

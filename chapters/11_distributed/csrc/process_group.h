@@ -135,9 +135,11 @@ class ProcessGroupAccl final : public c10d::Backend {
 
  private:
   /** Runs one collective of the host backend to its end on pinned copies
-   * of `reads` and `writes`; see the file comment. */
-  using HostCollective = std::function<void(
-      std::vector<at::Tensor>& hostReads, std::vector<at::Tensor>& hostWrites)>;
+   * of `reads` and `writes`; see the file comment. `staleInputs` says that
+   * this rank's inputs may come from failed work (see collective()). */
+  using HostCollective = std::function<void(std::vector<at::Tensor>& hostReads,
+                                            std::vector<at::Tensor>& hostWrites,
+                                            bool staleInputs)>;
 
   c10::intrusive_ptr<c10d::Work> collective(
       c10d::OpType type, std::optional<c10::Device> device,
