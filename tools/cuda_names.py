@@ -49,6 +49,7 @@ APPLICABLE = {
     # Devices, streams and events: chapter 01.
     "AcceleratorError": "01_minimal_ops",
     "Event": "01_minimal_ops",
+    "OutOfMemoryError": "01_minimal_ops",
     "Stream": "01_minimal_ops",
     "StreamContext": "01_minimal_ops",
     "can_device_access_peer": "01_minimal_ops",
@@ -77,7 +78,6 @@ APPLICABLE = {
     # The caching allocators: chapter 07.
     "CUDAPluggableAllocator": "07_memory",
     "MemPool": "07_memory",
-    "OutOfMemoryError": "07_memory",
     "caching_allocator_alloc": "07_memory",
     "caching_allocator_delete": "07_memory",
     "caching_allocator_disabled": "07_memory",
@@ -134,21 +134,16 @@ APPLICABLE = {
 
 #: Applicable names ``torch.accinte`` does not have yet: issue #30.
 MISSING = frozenset({
-    "AcceleratorError",
     "CUDAPluggableAllocator",
     "MemPool",
-    "OutOfMemoryError",
-    "StreamContext",
     "caching_allocator_alloc",
     "caching_allocator_delete",
     "caching_allocator_disabled",
     "caching_allocator_enable",
-    "can_device_access_peer",
     "change_current_allocator",
     "clock_rate",
     "default_generators",
     "device_memory_used",
-    "device_of",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
     "get_sync_debug_mode",
@@ -169,7 +164,6 @@ MISSING = frozenset({
     "reset_peak_host_memory_stats",
     "set_per_process_memory_fraction",
     "set_sync_debug_mode",
-    "streams",
     "temperature",
     "use_mem_pool",
     "utilization",

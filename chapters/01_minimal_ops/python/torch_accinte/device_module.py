@@ -6,20 +6,31 @@ and device-agnostic code calls the rest exactly as it would call
 ``torch.cuda``.
 """
 
+import sys
 import threading
 from typing import Any, Optional, Union
 
 import torch
 from torch_accinte import _C
 
+#: What a failing call of the device raises, as ``torch.cuda``'s: PyTorch's
+#: own classes, both subclasses of ``RuntimeError``.
+AcceleratorError = torch.AcceleratorError
+OutOfMemoryError = torch.OutOfMemoryError
+
 __all__ = [
+    "AcceleratorError",
     "Event",
+    "OutOfMemoryError",
     "Stream",
+    "StreamContext",
+    "can_device_access_peer",
     "current_device",
     "current_stream",
     "default_stream",
     "device",
     "device_count",
+    "device_of",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
@@ -136,6 +147,24 @@ def set_device(device: _DeviceLike) -> None:
     _C._set_device(index)
 
 
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether kernels of ``device`` can read the memory of ``peer_device``.
+
+    Always ``False``: an emulated kernel may touch only allocations of its
+    own device, so data moves between devices by copies (which work between
+    any two). As ``torch.cuda``'s, an invalid index raises
+    ``AssertionError``, and a device is not its own peer.
+    """
+    _lazy_init()
+    device = _get_device_index(device)
+    peer_device = _get_device_index(peer_device)
+    if device < 0 or device >= device_count():
+        raise AssertionError("Invalid device id")
+    if peer_device < 0 or peer_device >= device_count():
+        raise AssertionError("Invalid peer device id")
+    return False
+
+
 class device:
     """Context manager that makes ``device`` current, then restores exactly
     the device that was current on entry, even if the body changed it.
@@ -157,6 +186,15 @@ class device:
         if self.previous >= 0:
             _C._set_device(self.previous)
         return False
+
+
+class device_of(device):
+    """Context manager that makes the device of ``obj`` (a tensor or a
+    storage) current, as :class:`device`; for an object that is not on
+    accinte it changes nothing."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "accinte" else -1)
 
 
 def synchronize(device: _DeviceLike = None) -> None:
@@ -256,12 +294,13 @@ def set_stream(stream: torch.Stream) -> None:
     torch.accelerator.set_stream(stream)
 
 
-class stream:
+class StreamContext:
     """Context manager that makes ``stream`` current, then restores.
 
-    As ``torch.cuda.stream``: inside the block the stream's device is the
-    current device too; on exit the stream that was current on that device
-    and the device that was current on entry are both restored.
+    As ``torch.cuda.StreamContext``: inside the block the stream's device is
+    the current device too; on exit the stream that was current on that
+    device and the device that was current on entry are both restored.
+    ``None`` changes nothing.
     """
 
     def __init__(self, stream: Optional[torch.Stream]):
@@ -282,3 +321,16 @@ class stream:
             set_stream(self.previous_stream)
             _C._set_device(self.previous_device)
         return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """A :class:`StreamContext` that makes ``stream`` current in its ``with``
+    block (as ``torch.cuda.stream``)."""
+    return StreamContext(stream)
+
+
+# ``torch.accinte.streams``, importable by that name as ``torch.cuda.streams``
+# is; torch._register_device_module puts ``torch.accinte`` beside it.
+from torch_accinte import streams  # noqa: E402
+
+sys.modules["torch.accinte.streams"] = streams
