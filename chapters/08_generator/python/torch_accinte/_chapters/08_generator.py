@@ -7,6 +7,7 @@ operators need. This module adds the seeding and state functions of
 and ``torch.random.fork_rng`` find them there by name.
 """
 
+import sys
 from typing import Iterable, Union
 
 import torch
@@ -100,8 +101,18 @@ def initial_seed() -> int:
 # LITERALINCLUDE END: CH08_PY_SEEDS
 
 
+#: The default generator of every device, in device order, as
+#: ``torch.cuda.default_generators``. NB: CUDA fills its tuple when the
+#: device initializes; these generators need no device, so the tuple is
+#: complete as soon as the chapter loads.
+default_generators = tuple(
+    _default_generator(index) for index in range(device_module.device_count())
+)
+
+
 device_module._extend(
     _default_generator=_default_generator,
+    default_generators=default_generators,
     get_rng_state=get_rng_state,
     get_rng_state_all=get_rng_state_all,
     set_rng_state=set_rng_state,
@@ -112,3 +123,11 @@ device_module._extend(
     seed_all=seed_all,
     initial_seed=initial_seed,
 )
+
+
+# ``torch.accinte.random``, importable by that name as ``torch.cuda.random``
+# is: the functions above under their submodule.
+from torch_accinte import random  # noqa: E402
+
+device_module._extend(random=random)
+sys.modules["torch.accinte.random"] = random
