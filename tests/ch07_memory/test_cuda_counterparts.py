@@ -1,0 +1,192 @@
+"""Chapter 07's counterparts of ``torch.cuda``'s memory functions (issue
+#30), each held to what ``torch.cuda`` documents for its own."""
+
+import pytest
+import torch
+
+MiB = 2**20
+
+
+@pytest.fixture
+def fraction_restored():
+    """Puts back the memory cap of both devices, whatever the test does."""
+    yield
+    for device in range(2):
+        torch.accinte.set_per_process_memory_fraction(1.0, device)
+
+
+def test_memory_fraction_caps_what_the_allocator_reserves(fraction_restored):
+    torch.accinte.empty_cache()
+    total = torch.accinte.mem_get_info(1)[1]
+    assert torch.accinte.get_per_process_memory_fraction(1) == 1.0
+    torch.accinte.set_per_process_memory_fraction(0.25, "accinte:1")
+    assert torch.accinte.get_per_process_memory_fraction(1) == 0.25
+    assert torch.accinte.get_per_process_memory_fraction(0) == 1.0
+    # The device has room for it; the cap has not, so the allocator raises
+    # the out-of-memory error and names the cap.
+    with pytest.raises(torch.accinte.OutOfMemoryError,
+                       match=r"set_per_process_memory_fraction\(0.25\)"):
+        torch.empty(int(total * 0.3), dtype=torch.uint8, device="accinte:1")
+    below = torch.empty(int(total * 0.2), dtype=torch.uint8, device="accinte:1")
+    assert torch.accinte.memory_reserved(1) <= total * 0.25
+    del below
+    # Device 0 has no cap.
+    above = torch.empty(int(total * 0.3), dtype=torch.uint8, device="accinte:0")
+    del above
+    torch.accinte.set_per_process_memory_fraction(1.0, 1)
+    lifted = torch.empty(int(total * 0.3), dtype=torch.uint8, device="accinte:1")
+    del lifted
+    torch.accinte.empty_cache()
+
+
+def test_memory_fraction_rejects_bad_values(fraction_restored):
+    with pytest.raises(ValueError, match="Allowed range: 0~1"):
+        torch.accinte.set_per_process_memory_fraction(1.5)
+    with pytest.raises(ValueError, match="Allowed range: 0~1"):
+        torch.accinte.set_per_process_memory_fraction(-0.1)
+    with pytest.raises(TypeError, match="must be `float`"):
+        torch.accinte.set_per_process_memory_fraction(1)
+    assert torch.accinte.get_per_process_memory_fraction() == 1.0
+
+
+def test_deprecated_names_warn_and_answer_as_their_replacements():
+    keep = torch.empty(3 * MiB, dtype=torch.uint8, device="accinte")
+    with pytest.warns(FutureWarning, match="renamed to `torch.accinte.memory_reserved`"):
+        assert torch.accinte.memory_cached() == torch.accinte.memory_reserved()
+    with pytest.warns(FutureWarning, match="max_memory_reserved"):
+        assert torch.accinte.max_memory_cached() == torch.accinte.max_memory_reserved()
+    del keep
+    for reset in (torch.accinte.reset_max_memory_allocated,
+                  torch.accinte.reset_max_memory_cached):
+        peak = torch.empty(5 * MiB, dtype=torch.uint8, device="accinte")
+        del peak
+        assert torch.accinte.max_memory_allocated() > torch.accinte.memory_allocated()
+        with pytest.warns(FutureWarning, match="resets /all/ peak memory stats"):
+            reset()
+        assert torch.accinte.max_memory_allocated() == torch.accinte.memory_allocated()
+        assert torch.accinte.max_memory_reserved() == torch.accinte.memory_reserved()
+
+
+def _block_of(address):
+    for segment in torch.accinte.memory_snapshot():
+        for block in segment["blocks"]:
+            if block["address"] == address:
+                return segment, block
+    return None, None
+
+
+def test_memory_snapshot_lists_segments_and_their_blocks():
+    tensor = torch.empty(1000, dtype=torch.uint8, device="accinte:1")
+    segment, block = _block_of(tensor.data_ptr())
+    assert block == {"address": tensor.data_ptr(), "size": 1024,
+                     "requested_size": 1000, "state": "active_allocated",
+                     "frames": []}
+    assert segment["device"] == 1
+    assert segment["segment_type"] == "small"
+    assert segment["total_size"] == sum(b["size"] for b in segment["blocks"])
+    assert segment["allocated_size"] >= 1024
+    addresses = [b["address"] for b in segment["blocks"]]
+    assert addresses == sorted(addresses)
+    assert addresses[0] == segment["address"]
+    snapshot = torch.accinte.memory_snapshot()
+    assert sum(s["total_size"] for s in snapshot if s["device"] == 1) == \
+        torch.accinte.memory_reserved(1)
+    assert sum(s["allocated_size"] for s in snapshot if s["device"] == 1) == \
+        torch.accinte.memory_allocated(1)
+    address = tensor.data_ptr()
+    del tensor
+    _, block = _block_of(address)
+    assert block is None or block["state"] == "inactive"
+
+
+def test_memory_snapshot_shows_a_block_waiting_for_another_stream():
+    """A block freed while a stream that used it is still busy is
+    "active_pending_free" until that stream's work is over."""
+    from torch_accinte import _C
+
+    side = torch.accinte.Stream(device=0)
+    tensor = torch.empty(1000, dtype=torch.uint8, device="accinte")
+    address = tensor.data_ptr()
+    with torch.accinte.stream(side):
+        gate = _C._testing.StreamGate(0, 30.0)
+    try:
+        tensor.record_stream(side)
+        del tensor
+        segment, block = _block_of(address)
+        assert block["state"] == "active_pending_free"
+        # NB: active, but no longer allocated.
+        assert segment["active_size"] - segment["allocated_size"] >= block["size"]
+    finally:
+        gate.open()
+    side.synchronize()
+    torch.accinte.empty_cache()  # NB: also returns the block to its pool
+    _, block = _block_of(address)
+    assert block is None or block["state"] == "inactive"
+
+
+def test_host_memory_stats_count_pinned_blocks():
+    torch.accinte.init()
+    assert torch.accinte.host_memory_stats() == \
+        dict(_flatten_like(torch.accinte.host_memory_stats_as_nested_dict()))
+    before = torch.accinte.host_memory_stats()["active_requests.current"]
+    pinned = torch.empty(1000).pin_memory()
+    stats = torch.accinte.host_memory_stats()
+    assert stats["active_requests.current"] == before + 1
+    assert stats["allocations.current"] >= 1
+    assert stats["allocated_bytes.current"] >= 4000
+    del pinned
+    assert torch.accinte.host_memory_stats()["active_requests.current"] == before
+    torch.accinte.reset_accumulated_host_memory_stats()
+    stats = torch.accinte.host_memory_stats()
+    assert stats["active_requests.allocated"] == 0
+    assert stats["active_requests.freed"] == 0
+    torch.accinte.reset_peak_host_memory_stats()
+    stats = torch.accinte.host_memory_stats()
+    assert stats["active_requests.peak"] == stats["active_requests.current"]
+
+
+def _flatten_like(nested, prefix=""):
+    for key, value in nested.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _flatten_like(value, name)
+        else:
+            yield name, value
+
+
+def test_caching_allocator_alloc_and_delete():
+    before = torch.accinte.memory_allocated(1)
+    address = torch.accinte.caching_allocator_alloc(1000, device=1)
+    assert isinstance(address, int) and address != 0
+    assert torch.accinte.memory_allocated(1) == before + 1024
+    _, block = _block_of(address)
+    assert block["state"] == "active_allocated"
+    torch.accinte.caching_allocator_delete(address)
+    assert torch.accinte.memory_allocated(1) == before
+    with pytest.raises(RuntimeError, match="invalid device pointer"):
+        torch.accinte.caching_allocator_delete(address)
+    with pytest.raises(TypeError, match="stream"):
+        torch.accinte.caching_allocator_alloc(8, stream=3)
+    side = torch.accinte.Stream(device=1)
+    address = torch.accinte.caching_allocator_alloc(8, device=1, stream=side)
+    segment, _ = _block_of(address)
+    assert segment["device"] == 1
+    torch.accinte.caching_allocator_delete(address)
+
+
+def test_device_memory_used_and_allocator_backend():
+    free, total = torch.accinte.mem_get_info()
+    keep = torch.empty(4 * MiB, dtype=torch.uint8, device="accinte")
+    used = torch.accinte.device_memory_used()
+    assert used == total - torch.accinte.mem_get_info()[0]
+    assert used >= torch.accinte.memory_reserved()
+    del keep
+    assert torch.accinte.get_allocator_backend() == "native"
+
+
+def test_memory_submodule():
+    from torch.accinte.memory import memory_stats, set_per_process_memory_fraction
+
+    assert memory_stats is torch.accinte.memory_stats
+    assert set_per_process_memory_fraction is torch.accinte.set_per_process_memory_fraction
+    assert set(torch.accinte.memory.__all__) <= set(torch.cuda.memory.__all__)
