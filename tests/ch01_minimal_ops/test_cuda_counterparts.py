@@ -1,6 +1,8 @@
 """Chapter 01's counterparts of ``torch.cuda`` names (issue #30), each held
 to what ``torch.cuda`` documents for its own."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -63,3 +65,63 @@ def test_streams_submodule():
     assert Stream is torch.accinte.Stream
     assert Event is torch.accinte.Event
     assert torch.accinte.streams.Stream is Stream
+
+
+@pytest.fixture
+def sync_debug_restored():
+    """Puts the process-wide sync debug mode back, whatever the test does."""
+    yield
+    torch.accinte.set_sync_debug_mode("default")
+
+
+SYNC = "called a synchronizing accinte operation"
+
+
+def test_sync_debug_mode_warns_on_synchronizing_operations(sync_debug_restored):
+    from torch_accinte import _C
+
+    device_tensor = torch.empty(4, device="accinte")
+    other = torch.empty(4, device="accinte")
+    assert torch.accinte.get_sync_debug_mode() == 0
+    torch.accinte.set_sync_debug_mode("warn")
+    assert torch.accinte.get_sync_debug_mode() == 1
+    for synchronizing in (lambda: device_tensor.cpu(),
+                          lambda: device_tensor[0].item(),
+                          lambda: torch.zeros(4).to("accinte"),
+                          lambda: torch.accinte.current_stream().synchronize()):
+        with pytest.warns(UserWarning, match=SYNC):
+            synchronizing()
+    # What never makes the host wait: a copy between device tensors, an
+    # asynchronous copy into pinned memory, and synchronize() of a device,
+    # which is meant.
+    pinned = _C._testing.pinned_bytes(16).view(torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        other.copy_(device_tensor)
+        pinned.copy_(device_tensor, non_blocking=True)
+        torch.accinte.synchronize()
+    torch.accinte.set_sync_debug_mode(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        device_tensor.cpu()
+
+
+def test_sync_debug_mode_error_raises_before_the_copy(sync_debug_restored):
+    device_tensor = torch.empty(4, device="accinte")
+    host = torch.full((4,), 7.0)
+    torch.accinte.set_sync_debug_mode(2)
+    assert torch.accinte.get_sync_debug_mode() == 2
+    with pytest.raises(RuntimeError, match=SYNC):
+        host.copy_(device_tensor)
+    with pytest.raises(RuntimeError, match=SYNC):
+        device_tensor[0].item()
+    torch.accinte.set_sync_debug_mode("default")
+    assert torch.equal(host, torch.full((4,), 7.0))
+
+
+def test_sync_debug_mode_rejects_unknown_modes(sync_debug_restored):
+    with pytest.raises(RuntimeError, match="expected one of `default`, `warn`, `error`"):
+        torch.accinte.set_sync_debug_mode("loud")
+    with pytest.raises(ValueError, match="invalid value of debug_mode"):
+        torch.accinte.set_sync_debug_mode(3)
+    assert torch.accinte.get_sync_debug_mode() == 0

@@ -34,11 +34,13 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "init",
     "is_available",
     "is_initialized",
     "set_device",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
     "synchronize",
 ]
@@ -201,6 +203,36 @@ def synchronize(device: _DeviceLike = None) -> None:
     """Waits for all work on every stream of ``device``."""
     _lazy_init()
     _C._synchronize(_get_device_index(device))
+
+
+# LITERALINCLUDE START: CH01_PY_SYNC_DEBUG
+def set_sync_debug_mode(debug_mode: Union[int, str]) -> None:
+    """What an operation that makes the host wait for the device does:
+    ``"default"`` (0) nothing, ``"warn"`` (1) warn, ``"error"`` (2) raise.
+
+    As ``torch.cuda``'s, for the whole process. The synchronizing operations
+    are the copies to and from the host that are not asynchronous
+    (``.cpu()``, ``.to("accinte")``, printing), ``.item()``, a stream's
+    ``synchronize()``, and, from chapter 02 on, every operator that runs on
+    the CPU fallback, which copies its tensors to the host and back;
+    ``synchronize()`` of a whole device is meant and is not one.
+    """
+    _lazy_init()
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError(
+                "invalid value of debug_mode, expected one of `default`, `warn`, `error`"
+            )
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode :func:`set_sync_debug_mode` set, as an int (0 by default)."""
+    _lazy_init()
+    return _C._get_sync_debug_mode()
+# LITERALINCLUDE END: CH01_PY_SYNC_DEBUG
 
 
 class _DeviceProperties:
