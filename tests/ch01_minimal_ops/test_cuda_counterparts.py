@@ -17,6 +17,18 @@ def test_error_classes_are_pytorchs():
         torch.empty(2**62, dtype=torch.uint8, device="accinte")
 
 
+def test_a_device_error_is_an_accelerator_error():
+    # As a CUDA error: torch.AcceleratorError, carrying the runtime's code.
+    from torch_accinte import _C
+
+    _C._testing.launch_failing_kernel(0, "the test's kernel failed")
+    with pytest.raises(torch.accinte.AcceleratorError,
+                       match="accinteErrorLaunchFailure.*the test's kernel failed") as info:
+        torch.accinte.synchronize()
+    assert info.value.error_code == 9  # accinteErrorLaunchFailure
+    torch.accinte.synchronize()
+
+
 def test_stream_returns_a_stream_context():
     on_one = torch.accinte.Stream(device=1)
     context = torch.accinte.stream(on_one)
