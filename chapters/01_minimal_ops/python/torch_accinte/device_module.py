@@ -66,6 +66,39 @@ def _extend(**functions: Any) -> None:
             __all__.append(name)
 
 
+_lazy_attributes: dict = {}
+_lazy_attributes_lock = threading.RLock()
+
+
+def _extend_lazily(**factories: Any) -> None:
+    """Adds names to ``torch.accinte`` whose values are made on first use.
+
+    For a value that asks the device, such as a tuple with one entry per
+    device, which importing the package must not do (``torch.cuda`` fills
+    its ``default_generators`` when CUDA initializes).
+    """
+    for name, factory in factories.items():
+        if name in globals() or name in _lazy_attributes:
+            raise RuntimeError(f"torch.accinte.{name} is already defined")
+        _lazy_attributes[name] = factory
+        __all__.append(name)
+
+
+def __getattr__(name: str) -> Any:
+    with _lazy_attributes_lock:
+        if name in globals():
+            return globals()[name]
+        factory = _lazy_attributes.get(name)
+        if factory is None:
+            raise AttributeError(f"module 'torch.accinte' has no attribute '{name}'")
+        globals()[name] = value = factory()
+        return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_lazy_attributes))
+
+
 def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
     """Index of ``device`` (an int, ``"accinte:N"`` or a ``torch.device``).
 

@@ -101,18 +101,23 @@ def initial_seed() -> int:
 # LITERALINCLUDE END: CH08_PY_SEEDS
 
 
-#: The default generator of every device, in device order, as
-#: ``torch.cuda.default_generators``. NB: CUDA fills its tuple when the
-#: device initializes; these generators need no device, so the tuple is
-#: complete as soon as the chapter loads.
-default_generators = tuple(
-    _default_generator(index) for index in range(device_module.device_count())
-)
+def _all_default_generators() -> tuple:
+    """``torch.accinte.default_generators``: the default generator of every
+    device, in device order, as ``torch.cuda.default_generators``.
+
+    NB: made on first use: counting the devices asks the emulator, which
+    importing the package does not do.
+    """
+    return tuple(
+        _default_generator(index) for index in range(device_module.device_count())
+    )
+
+
+device_module._extend_lazily(default_generators=_all_default_generators)
 
 
 device_module._extend(
     _default_generator=_default_generator,
-    default_generators=default_generators,
     get_rng_state=get_rng_state,
     get_rng_state_all=get_rng_state_all,
     set_rng_state=set_rng_state,
