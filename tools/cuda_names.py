@@ -136,8 +136,6 @@ APPLICABLE = {
 MISSING = frozenset({
     "CUDAPluggableAllocator",
     "MemPool",
-    "caching_allocator_disabled",
-    "caching_allocator_enable",
     "change_current_allocator",
     "clock_rate",
     "ipc_collect",

@@ -190,3 +190,41 @@ def test_memory_submodule():
     assert memory_stats is torch.accinte.memory_stats
     assert set_per_process_memory_fraction is torch.accinte.set_per_process_memory_fraction
     assert set(torch.accinte.memory.__all__) <= set(torch.cuda.memory.__all__)
+
+
+def test_caching_allocator_disabled_allocates_straight_from_the_device():
+    torch.accinte.init()
+    torch.accinte.empty_cache()
+    reserved = torch.accinte.memory_reserved()
+    device_allocs = torch.accinte.memory_stats()["num_device_alloc"]
+    free_before = torch.accinte.mem_get_info()[0]
+    with torch.accinte.caching_allocator_disabled():
+        tensor = torch.empty(MiB, dtype=torch.uint8, device="accinte")
+        # Not from a segment of the cache: the device lends exactly what
+        # the tensor needs, and the allocator's statistics do not see it.
+        assert torch.accinte.memory_reserved() == reserved
+        assert torch.accinte.memory_stats()["num_device_alloc"] == device_allocs
+        assert torch.accinte.mem_get_info()[0] < free_before
+        assert _block_of(tensor.data_ptr()) == (None, None)
+        del tensor
+        assert torch.accinte.mem_get_info()[0] == free_before
+        address = torch.accinte.caching_allocator_alloc(64)
+        torch.accinte.caching_allocator_delete(address)
+    cached = torch.empty(MiB, dtype=torch.uint8, device="accinte")
+    assert torch.accinte.memory_reserved() > reserved
+    del cached
+    torch.accinte.empty_cache()
+
+
+def test_caching_allocator_enable_switches_the_cache():
+    torch.accinte.init()
+    try:
+        torch.accinte.caching_allocator_enable(False)
+        reserved = torch.accinte.memory_reserved()
+        tensor = torch.empty(MiB, dtype=torch.uint8, device="accinte")
+        assert torch.accinte.memory_reserved() == reserved
+        del tensor
+    finally:
+        torch.accinte.caching_allocator_enable()
+    tensor = torch.empty(MiB, dtype=torch.uint8, device="accinte")
+    assert _block_of(tensor.data_ptr())[1]["state"] == "active_allocated"

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -158,6 +159,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &CachingDeviceAllocator::deleteBlock, where};
     }
+    if (!enabled_.load(std::memory_order_relaxed)) {
+      return allocateUncached(nbytes, where);
+    }
     // NB: no device has this much memory, and rounding it would wrap around.
     TORCH_CHECK_WITH(OutOfMemoryError,
                      nbytes <= std::numeric_limits<size_t>::max() / 2,
@@ -292,10 +296,48 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void rawDelete(void* ptr) {
-    TORCH_CHECK(ptr == nullptr || findBlock(ptr, /*erase=*/false) != nullptr,
-                "invalid device pointer: ", ptr);
+    if (ptr != nullptr && findBlock(ptr, /*erase=*/false) == nullptr) {
+      bool uncached = false;
+      {
+        std::lock_guard<std::mutex> lock(blocks_mutex_);
+        uncached = uncached_.count(ptr) != 0;
+      }
+      TORCH_CHECK(uncached, "invalid device pointer: ", ptr);
+      deleteUncached(ptr);
+      return;
+    }
     deleteBlock(ptr);
   }
+
+  // LITERALINCLUDE START: CH07_ENABLE
+  /** Whether allocations go through the cache (true unless switched off,
+   * as by torch.cuda.caching_allocator_enable(False)). */
+  void setEnabled(bool enabled) {
+    enabled_.store(enabled, std::memory_order_relaxed);
+  }
+
+  bool isEnabled() const {
+    return enabled_.load(std::memory_order_relaxed);
+  }
+
+  /** With the cache switched off: one accinteMalloc per tensor, freed with
+   * accinteFree, outside the pools and the statistics, as CUDA's allocator
+   * does with cudaMalloc and cudaFree. */
+  c10::DataPtr allocateUncached(size_t nbytes, c10::Device where) {
+    void* ptr = nullptr;
+    const accinteError_t status = accinteMalloc(&ptr, nbytes);
+    TORCH_CHECK_WITH(OutOfMemoryError, status != accinteErrorMemoryAllocation,
+                     "accinte out of memory. Tried to allocate ", nbytes,
+                     " bytes on device ", static_cast<int>(where.index()),
+                     " with the caching allocator switched off");
+    ACCINTE_CHECK(status);
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      uncached_.insert(ptr);
+    }
+    return {ptr, ptr, &CachingDeviceAllocator::deleteUncached, where};
+  }
+  // LITERALINCLUDE END: CH07_ENABLE
 
   // LITERALINCLUDE START: CH07_SNAPSHOT
   std::vector<SegmentSnapshot> snapshot() {
@@ -527,6 +569,20 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
   }
 
+  static void deleteUncached(void* ptr) {
+    CachingDeviceAllocator& self = instance();
+    {
+      std::lock_guard<std::mutex> lock(self.blocks_mutex_);
+      self.uncached_.erase(ptr);
+    }
+    // NB: waits for the whole device, as cudaFree does.
+    const accinteError_t status = accinteFree(ptr);
+    if (status != accinteSuccess) {
+      TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
+                      accinteGetErrorString(status));
+    }
+  }
+
   // LITERALINCLUDE START: CH07_FREE
   static void deleteBlock(void* ptr) {
     if (ptr == nullptr) {
@@ -671,6 +727,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // the pointer, finds its block and device.
   std::mutex blocks_mutex_;
   std::unordered_map<void*, Block*> allocated_blocks_;
+  // Memory allocated while the cache was switched off.
+  std::unordered_set<void*> uncached_;
+  std::atomic<bool> enabled_{true};
 };
 
 // LITERALINCLUDE START: CH07_REGISTER
@@ -700,6 +759,14 @@ void* rawAlloc(size_t nbytes) {
 
 void rawDelete(void* ptr) {
   CachingDeviceAllocator::instance().rawDelete(ptr);
+}
+
+void setCachingAllocatorEnabled(bool enabled) {
+  CachingDeviceAllocator::instance().setEnabled(enabled);
+}
+
+bool cachingAllocatorEnabled() {
+  return CachingDeviceAllocator::instance().isEnabled();
 }
 
 std::vector<SegmentSnapshot> memorySnapshot() {

@@ -41,6 +41,15 @@ ACCINTE_EXPORT void* rawAlloc(size_t nbytes);
 /** Frees memory of rawAlloc(); raises for a pointer it did not return. */
 ACCINTE_EXPORT void rawDelete(void* ptr);
 
+/**
+ * Switches the cache off (each tensor is then one device allocation, freed
+ * when the tensor is) or on again, as `torch.cuda.caching_allocator_enable`.
+ */
+ACCINTE_EXPORT void setCachingAllocatorEnabled(bool enabled);
+
+/** Whether the cache is on (it is unless switched off). */
+ACCINTE_EXPORT bool cachingAllocatorEnabled();
+
 /** One block of a segment, as `torch.cuda.memory_snapshot` reports it. */
 struct BlockSnapshot {
   uintptr_t address;

@@ -175,6 +175,9 @@ void bindChapter07(py::module_& m) {
   m.def("_set_memory_fraction", &setMemoryFraction, py::arg("fraction"),
         py::arg("device"));
   m.def("_get_memory_fraction", &memoryFraction, py::arg("device"));
+  m.def("_caching_allocator_enable", &setCachingAllocatorEnabled,
+        py::arg("enabled"));
+  m.def("_caching_allocator_is_enabled", &cachingAllocatorEnabled);
   m.def("_memory_snapshot", &memorySnapshot,
         "The caching allocator's segments and their blocks.");
   // NB: allocating may free the cache and wait for the device.

@@ -5,6 +5,8 @@ memory_stats``)."""
 from torch.accinte import (
     caching_allocator_alloc,
     caching_allocator_delete,
+    caching_allocator_disabled,
+    caching_allocator_enable,
     empty_cache,
     get_allocator_backend,
     get_per_process_memory_fraction,
@@ -33,6 +35,8 @@ from torch.accinte import (
 __all__ = [
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "caching_allocator_disabled",
+    "caching_allocator_enable",
     "empty_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",

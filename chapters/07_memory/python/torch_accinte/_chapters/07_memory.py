@@ -7,6 +7,7 @@ the two agree.
 """
 
 import collections
+import contextlib
 import sys
 import warnings
 from typing import Any, Optional
@@ -292,6 +293,29 @@ def caching_allocator_delete(mem_ptr: int) -> None:
     _C._caching_allocator_delete(mem_ptr)
 
 
+def caching_allocator_enable(value: bool = True) -> None:
+    """Switches the caching allocator on (the default) or off.
+
+    Off, each tensor is one device allocation, returned to the device (which
+    waits for it) as soon as the tensor is freed, outside the statistics.
+    As ``torch.cuda``'s, it does nothing before the device initializes.
+    """
+    if device_module.is_initialized():
+        _C._caching_allocator_enable(bool(value))
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """Switches the caching allocator off in its ``with`` block, then back
+    to what it was."""
+    previous = _C._caching_allocator_is_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(previous)
+
+
 def _format_bytes(nbytes: int) -> str:
     if abs(nbytes) < 1024:
         return f"{nbytes} B"
@@ -330,6 +354,8 @@ device_module._extend(
     get_allocator_backend=get_allocator_backend,
     caching_allocator_alloc=caching_allocator_alloc,
     caching_allocator_delete=caching_allocator_delete,
+    caching_allocator_enable=caching_allocator_enable,
+    caching_allocator_disabled=caching_allocator_disabled,
 )
 # LITERALINCLUDE END: CH07_PY_EXTEND
 
