@@ -139,7 +139,6 @@ MISSING = frozenset({
     "change_current_allocator",
     "clock_rate",
     "ipc_collect",
-    "list_gpu_processes",
     "memory_usage",
     "power_draw",
     "temperature",

@@ -228,3 +228,32 @@ def test_caching_allocator_enable_switches_the_cache():
         torch.accinte.caching_allocator_enable()
     tensor = torch.empty(MiB, dtype=torch.uint8, device="accinte")
     assert _block_of(tensor.data_ptr())[1]["state"] == "active_allocated"
+
+
+def test_list_gpu_processes_names_this_process():
+    import os
+    import re
+
+    keep = torch.empty(4 * MiB, dtype=torch.uint8, device="accinte:1")
+    report = torch.accinte.list_gpu_processes(1)
+    lines = report.splitlines()
+    assert lines[0] == "GPU:1"
+    match = re.fullmatch(r"process +(\d+) uses +([\d.]+) MB GPU memory", lines[1])
+    assert match and int(match[1]) == os.getpid()
+    assert float(match[2]) == pytest.approx(
+        torch.accinte.device_memory_used(1) / MiB, abs=1e-3)
+    assert len(lines) == 2
+    del keep
+
+
+def test_list_gpu_processes_does_not_initialize_the_device():
+    from conftest import run_python
+
+    result = run_python(
+        """
+        import torch, torch_accinte
+        print(torch.accinte.list_gpu_processes())
+        print(torch.accinte.is_initialized())
+        """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["GPU:0", "no processes are running", "False"]

@@ -8,6 +8,7 @@ the two agree.
 
 import collections
 import contextlib
+import os
 import sys
 import warnings
 from typing import Any, Optional
@@ -263,6 +264,27 @@ def device_memory_used(device: _DeviceLike = None) -> int:
     return total - free
 
 
+def list_gpu_processes(device: _DeviceLike = None) -> str:
+    """The processes that use ``device`` and the memory each holds there, in
+    the text ``torch.cuda.list_gpu_processes`` prints.
+
+    An emulated device lives inside one process, so the list is this process
+    once it has initialized the device, with :func:`device_memory_used`;
+    before that no process uses it (and asking does not initialize it).
+    """
+    initialized = device_module.is_initialized()
+    # NB: before initialization the current device is 0; asking for it would
+    # initialize the device.
+    index = 0 if device is None and not initialized else _get_device_index(device)
+    lines = [f"GPU:{index}"]
+    if not initialized:
+        lines.append("no processes are running")
+    else:
+        used = device_memory_used(index) / (1024 * 1024)
+        lines.append(f"process {os.getpid():>10d} uses {used:>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
 def get_allocator_backend() -> str:
     """The device allocator in use: ``"native"``, the caching allocator of
     this chapter (there is no other to choose)."""
@@ -352,6 +374,7 @@ device_module._extend(
     reset_peak_host_memory_stats=reset_peak_host_memory_stats,
     device_memory_used=device_memory_used,
     get_allocator_backend=get_allocator_backend,
+    list_gpu_processes=list_gpu_processes,
     caching_allocator_alloc=caching_allocator_alloc,
     caching_allocator_delete=caching_allocator_delete,
     caching_allocator_enable=caching_allocator_enable,
