@@ -76,7 +76,8 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120):
 
 def _global_state() -> dict:
     """What a test must leave as it found it: the current device, each
-    device's current stream, autocast, and the random seeds."""
+    device's current stream, autocast, the random seeds, the sync debug mode
+    and the caching allocator's switch and memory caps."""
     count = torch.accinte.device_count()
     state = {
         "current device": torch.accinte.current_device(),
@@ -85,9 +86,16 @@ def _global_state() -> dict:
                       torch.get_autocast_dtype(device))
                      for device in ("cpu", "accinte")],
         "CPU seed": torch.initial_seed(),
+        "sync debug mode": torch.accinte.get_sync_debug_mode(),
     }
     if hasattr(torch.accinte, "initial_seed"):  # chapter 08
         state["accinte seeds"] = [torch.accinte.initial_seed()]
+    if hasattr(torch.accinte, "caching_allocator_enable"):  # chapter 07
+        from torch_accinte import _C
+
+        state["caching allocator enabled"] = _C._caching_allocator_is_enabled()
+        state["memory fractions"] = [
+            torch.accinte.get_per_process_memory_fraction(i) for i in range(count)]
     return state
 
 
@@ -115,6 +123,11 @@ def leaves_no_state_behind():
         for stream in _default_streams():
             torch.accinte.set_stream(stream)
         torch.accinte.set_device(0)
+        torch.accinte.set_sync_debug_mode(before["sync debug mode"])
+        if "memory fractions" in before:
+            torch.accinte.caching_allocator_enable(before["caching allocator enabled"])
+            for i, fraction in enumerate(before["memory fractions"]):
+                torch.accinte.set_per_process_memory_fraction(fraction, i)
         for device, enabled, dtype in before["autocast"]:
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, dtype)

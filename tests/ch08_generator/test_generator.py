@@ -303,3 +303,27 @@ def test_random_kernels_run_on_the_stream(forked):
             gate.open()
     stream.synchronize()
     assert bool((out.cpu() > 0).all())
+
+
+def test_default_generators_are_each_devices_default(forked):
+    """As torch.cuda.default_generators: one per device, in device order, the
+    very generators the seeding functions use."""
+    generators = torch.accinte.default_generators
+    assert isinstance(generators, tuple)
+    assert len(generators) == torch.accinte.device_count()
+    assert [g.device for g in generators] == [
+        torch.device("accinte", i) for i in range(torch.accinte.device_count())]
+    generators[1].manual_seed(1234)
+    assert seed_of(torch.accinte.get_rng_state(1)) == 1234
+    torch.accinte.manual_seed(99)  # the current device, 0
+    assert generators[0].initial_seed() == 99
+    assert generators[1].initial_seed() == 1234
+
+
+def test_random_submodule():
+    """``torch.accinte.random`` holds the seeding functions, as torch.cuda's."""
+    from torch.accinte.random import get_rng_state, manual_seed_all
+
+    assert get_rng_state is torch.accinte.get_rng_state
+    assert manual_seed_all is torch.accinte.manual_seed_all
+    assert set(torch.accinte.random.__all__) == set(torch.cuda.random.__all__)

@@ -9,6 +9,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <string>
 
 namespace accinte::detail {
@@ -29,16 +30,38 @@ inline std::string failureDetail(accinteError_t error) {
 
 } // namespace accinte::detail
 
+namespace accinte::detail {
+
+/** Throws what ACCINTE_CHECK raises for `error`, returned by `expr`. */
+[[noreturn]] inline void throwAcceleratorError(accinteError_t error,
+                                               const char* expr,
+                                               const char* function,
+                                               const char* file,
+                                               uint32_t line) {
+  // NB: c10::AcceleratorError, as C10_CUDA_CHECK throws: Python sees a
+  // torch.AcceleratorError (a RuntimeError) whose error_code is the code.
+  throw c10::AcceleratorError(
+      {function, file, line}, static_cast<int32_t>(error),
+      c10::str("accinte error ", accinteGetErrorName(error), ": ",
+               accinteGetErrorString(error), " (from ", expr, ")",
+               failureDetail(error)));
+}
+
+} // namespace accinte::detail
+
 /**
  * Checks the ::accinteError_t returned by `expr`; on failure raises a
- * `c10::Error` (a Python `RuntimeError`) naming the code, its meaning, the
- * call that failed and, for a kernel that failed on a stream, its message.
+ * `c10::AcceleratorError` (a Python `torch.AcceleratorError`, a
+ * `RuntimeError`, whose `error_code` is the code) naming the code, its
+ * meaning, the call that failed and, for a kernel that failed on a stream,
+ * its message.
  */
-#define ACCINTE_CHECK(expr)                                                    \
-  do {                                                                         \
-    const accinteError_t accinte_check_error_ = (expr);                        \
-    TORCH_CHECK(accinte_check_error_ == accinteSuccess, "accinte error ",      \
-                accinteGetErrorName(accinte_check_error_), ": ",               \
-                accinteGetErrorString(accinte_check_error_), " (from ", #expr, \
-                ")", ::accinte::detail::failureDetail(accinte_check_error_));  \
+#define ACCINTE_CHECK(expr)                                     \
+  do {                                                          \
+    const accinteError_t accinte_check_error_ = (expr);         \
+    if (C10_UNLIKELY(accinte_check_error_ != accinteSuccess)) { \
+      ::accinte::detail::throwAcceleratorError(                 \
+          accinte_check_error_, #expr, __func__, __FILE__,      \
+          static_cast<uint32_t>(__LINE__));                     \
+    }                                                           \
   } while (0)

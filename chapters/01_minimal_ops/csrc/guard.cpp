@@ -94,6 +94,8 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
+    // NB: as CUDA's stream synchronize, unlike a device's.
+    warnOrErrorOnSync();
     ACCINTE_CHECK(accinteStreamSynchronize(nativeStream(stream)));
   }
 

@@ -182,6 +182,9 @@ void copyHostToDevice(const at::Tensor& src, const at::Tensor& dst,
     // NB: only pinned memory may be read after the call returns; pageable
     // memory could be freed or reused by the caller at any moment.
     const bool asynchronous = non_blocking && isPinned(src.data_ptr());
+    if (!asynchronous) {
+      warnOrErrorOnSync(); // LITERALINCLUDE EMPHASIZE
+    }
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
               accinteMemcpyHostToDevice, device, !asynchronous);
     if (asynchronous) {
@@ -191,6 +194,9 @@ void copyHostToDevice(const at::Tensor& src, const at::Tensor& dst,
   }
   // Any other layout or dtype: a kernel writes the (converted, broadcast)
   // host values into dst's strided device memory.
+  if (!non_blocking) {
+    warnOrErrorOnSync();
+  }
   const at::Tensor staging = non_blocking ? src.clone() : src;
   const KernelTensor target(dst);
   launchOnCurrentStream(device, {target.buffer()},
@@ -208,6 +214,9 @@ void copyDeviceToHost(const at::Tensor& src, const at::Tensor& dst,
   const c10::DeviceGuard guard(src.device());
   if (sameDenseLayout(src, dst)) {
     const bool asynchronous = non_blocking && isPinned(dst.data_ptr());
+    if (!asynchronous) {
+      warnOrErrorOnSync(); // LITERALINCLUDE EMPHASIZE
+    }
     copyBytes(dst.data_ptr(), src.const_data_ptr(), denseBytes(src),
               accinteMemcpyDeviceToHost, device, !asynchronous);
     if (asynchronous) {
@@ -217,6 +226,7 @@ void copyDeviceToHost(const at::Tensor& src, const at::Tensor& dst,
   }
   // A kernel gathers src's strided device memory into a dense host buffer;
   // the CPU then converts it into dst's dtype and layout.
+  warnOrErrorOnSync();
   const at::Tensor staging =
       at::empty(src.sizes(), src.options().device(at::kCPU));
   const KernelTensor source(src);

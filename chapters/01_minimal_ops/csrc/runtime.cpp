@@ -131,6 +131,33 @@ thread_local std::array<c10::StreamId, kMaxDevices> current_stream_ids{};
 
 } // namespace
 
+// LITERALINCLUDE START: CH01_SYNC_DEBUG
+namespace {
+std::atomic<int> sync_debug_mode{static_cast<int>(SyncDebugMode::Disabled)};
+} // namespace
+
+void setSyncDebugMode(SyncDebugMode mode) {
+  sync_debug_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+SyncDebugMode syncDebugMode() {
+  return static_cast<SyncDebugMode>(
+      sync_debug_mode.load(std::memory_order_relaxed));
+}
+
+void warnOrErrorOnSync() {
+  switch (syncDebugMode()) {
+    case SyncDebugMode::Disabled:
+      return;
+    case SyncDebugMode::Warn:
+      TORCH_WARN("called a synchronizing accinte operation");
+      return;
+    case SyncDebugMode::Error:
+      TORCH_CHECK(false, "called a synchronizing accinte operation");
+  }
+}
+// LITERALINCLUDE END: CH01_SYNC_DEBUG
+
 c10::DeviceIndex deviceCount() {
   int count = 0;
   const accinteError_t error = accinteGetDeviceCount(&count);

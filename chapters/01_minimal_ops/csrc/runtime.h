@@ -44,6 +44,29 @@ ACCINTE_EXPORT c10::DeviceIndex exchangeDevice(c10::DeviceIndex index);
 /** Blocks until all work on every stream of `index` has finished. */
 ACCINTE_EXPORT void synchronizeDevice(c10::DeviceIndex index);
 
+// LITERALINCLUDE START: CH01_DECLARE_SYNC_DEBUG
+/**
+ * What an operation that makes the host wait for the device does first, as
+ * `torch.cuda.set_sync_debug_mode` sets it: nothing, warn, or raise. The
+ * first tool for finding accidental `.item()` and `.cpu()` stalls.
+ */
+enum class SyncDebugMode : int { Disabled = 0, Warn = 1, Error = 2 };
+
+/** Sets the mode for the whole process. */
+ACCINTE_EXPORT void setSyncDebugMode(SyncDebugMode mode);
+
+/** The mode of setSyncDebugMode() (Disabled until one is set). */
+ACCINTE_EXPORT SyncDebugMode syncDebugMode();
+
+/**
+ * Called before each operation that synchronizes the host with the device
+ * (a synchronous copy to or from the host, `_local_scalar_dense`, a stream's
+ * synchronize): warns or raises as the mode says, as CUDA's
+ * `c10::cuda::warn_or_error_on_sync` does.
+ */
+ACCINTE_EXPORT void warnOrErrorOnSync();
+// LITERALINCLUDE END: CH01_DECLARE_SYNC_DEBUG
+
 /** The default stream of a device: stream id 0, always there. */
 ACCINTE_EXPORT c10::Stream defaultStream(c10::DeviceIndex index);
 

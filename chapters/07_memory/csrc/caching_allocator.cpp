@@ -3,18 +3,23 @@
 // per-device pools and hands them out again in stream order, and counts what
 // it does in PyTorch's DeviceStats.
 
+#include <07_memory/csrc/caching_allocator.h>
+
 #include <01_minimal_ops/csrc/allocator.h>
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -134,6 +139,9 @@ struct DeviceState {
   // such stream; a block returns to its pool once all its events completed.
   std::deque<std::pair<accinteEvent_t, Block*>> pending;
   DeviceStats stats;
+  // The cap of set_per_process_memory_fraction on reserved bytes.
+  double fraction = 1.0;
+  size_t allowed_max = std::numeric_limits<size_t>::max();
 };
 
 class CachingDeviceAllocator final : public c10::DeviceAllocator {
@@ -150,6 +158,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     const c10::Device where(c10::DeviceType::PrivateUse1, device);
     if (nbytes == 0) {
       return {nullptr, nullptr, &CachingDeviceAllocator::deleteBlock, where};
+    }
+    if (!enabled_.load(std::memory_order_relaxed)) {
+      return allocateUncached(nbytes, where);
     }
     // NB: no device has this much memory, and rounding it would wrap around.
     TORCH_CHECK_WITH(OutOfMemoryError,
@@ -264,6 +275,113 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return deviceMemoryInfo(device);
   }
 
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+    checkDeviceIndex(device);
+    TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0,
+                      "Invalid fraction value: ", fraction,
+                      ". Allowed range: 0~1");
+    const size_t total = deviceMemoryInfo(device).second;
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.fraction = fraction;
+    state.allowed_max = fraction >= 1.0 ? std::numeric_limits<size_t>::max()
+                                        : static_cast<size_t>(fraction * total);
+  }
+
+  double memoryFraction(c10::DeviceIndex device) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    return state.fraction;
+  }
+
+  void rawDelete(void* ptr) {
+    if (ptr != nullptr && findBlock(ptr, /*erase=*/false) == nullptr) {
+      bool uncached = false;
+      {
+        std::lock_guard<std::mutex> lock(blocks_mutex_);
+        uncached = uncached_.count(ptr) != 0;
+      }
+      TORCH_CHECK(uncached, "invalid device pointer: ", ptr);
+      deleteUncached(ptr);
+      return;
+    }
+    deleteBlock(ptr);
+  }
+
+  // LITERALINCLUDE START: CH07_ENABLE
+  /** Whether allocations go through the cache (true unless switched off,
+   * as by torch.cuda.caching_allocator_enable(False)). */
+  void setEnabled(bool enabled) {
+    enabled_.store(enabled, std::memory_order_relaxed);
+  }
+
+  bool isEnabled() const {
+    return enabled_.load(std::memory_order_relaxed);
+  }
+
+  /** With the cache switched off: one accinteMalloc per tensor, freed with
+   * accinteFree, outside the pools and the statistics, as CUDA's allocator
+   * does with cudaMalloc and cudaFree. */
+  c10::DataPtr allocateUncached(size_t nbytes, c10::Device where) {
+    void* ptr = nullptr;
+    const accinteError_t status = accinteMalloc(&ptr, nbytes);
+    TORCH_CHECK_WITH(OutOfMemoryError, status != accinteErrorMemoryAllocation,
+                     "accinte out of memory. Tried to allocate ", nbytes,
+                     " bytes on device ", static_cast<int>(where.index()),
+                     " with the caching allocator switched off");
+    ACCINTE_CHECK(status);
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      uncached_.insert(ptr);
+    }
+    return {ptr, ptr, &CachingDeviceAllocator::deleteUncached, where};
+  }
+  // LITERALINCLUDE END: CH07_ENABLE
+
+  // LITERALINCLUDE START: CH07_SNAPSHOT
+  std::vector<SegmentSnapshot> snapshot() {
+    std::vector<SegmentSnapshot> segments;
+    for (c10::DeviceIndex device = 0; device < deviceCountOrZero(); ++device) {
+      DeviceState& state = *states_[device];
+      std::lock_guard<std::mutex> lock(state.mutex);
+      // Every block is allocated, cached in a pool or waiting for events;
+      // the first block of each segment leads to the others.
+      std::vector<Block*> heads;
+      const auto note = [&heads](Block* block) {
+        if (block->prev == nullptr) {
+          heads.push_back(block);
+        }
+      };
+      {
+        std::lock_guard<std::mutex> blocks_lock(blocks_mutex_);
+        for (const auto& [ptr, block] : allocated_blocks_) {
+          if (block->device == device) {
+            note(block);
+          }
+        }
+      }
+      for (BlockPool* pool : {&state.small_pool, &state.large_pool}) {
+        std::for_each(pool->blocks.begin(), pool->blocks.end(), note);
+      }
+      for (const auto& [event, block] : state.pending) {
+        note(block);
+      }
+      std::sort(heads.begin(), heads.end());
+      heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+      for (Block* head : heads) {
+        segments.push_back(segmentSnapshot(device, head));
+      }
+    }
+    std::sort(segments.begin(), segments.end(),
+              [](const SegmentSnapshot& a, const SegmentSnapshot& b) {
+                return std::make_pair(a.device, a.address) <
+                       std::make_pair(b.device, b.address);
+              });
+    return segments;
+  }
+  // LITERALINCLUDE END: CH07_SNAPSHOT
+
   static CachingDeviceAllocator& instance() {
     // NB: leaked on purpose: tensors may be freed during interpreter
     // shutdown, after static destructors would have run.
@@ -337,13 +455,13 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
                     size_t requested) {
     const size_t nbytes = segmentSize(size);
     void* ptr = nullptr;
-    accinteError_t status = accinteMalloc(&ptr, nbytes);
+    accinteError_t status = reserve(state, &ptr, nbytes);
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_alloc_retries;
       // LITERALINCLUDE EMPHASIZE NEXT 3
       synchronizeEvents(state);
       releaseCachedSegments(state);
-      status = accinteMalloc(&ptr, nbytes);
+      status = reserve(state, &ptr, nbytes);
     }
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_ooms;
@@ -359,8 +477,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
           " bytes, of which ", free, " bytes are free. Allocated by tensors: ",
           state.stats.allocated_bytes[aggregate].current,
           " bytes; reserved by the caching allocator: ",
-          state.stats.reserved_bytes[aggregate].current,
-          " bytes. The capacity is set by ACCINTE_DEVICE_MEMORY.");
+          state.stats.reserved_bytes[aggregate].current, " bytes",
+          allowedInfo(state),
+          ". The capacity is set by ACCINTE_DEVICE_MEMORY.");
     }
     ACCINTE_CHECK(status);
     ++state.stats.num_device_alloc;
@@ -370,6 +489,58 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return new Block(device, stream, nbytes, &pool, ptr);
   }
   // LITERALINCLUDE END: CH07_OOM
+
+  /** accinteMalloc of a segment, refused as the device refuses it when
+   * the segment would take the reserved bytes past the process's cap. */
+  static accinteError_t reserve(DeviceState& state, void** ptr, size_t nbytes) {
+    const auto reserved = static_cast<size_t>(
+        state.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)]
+            .current);
+    if (nbytes > state.allowed_max || reserved > state.allowed_max - nbytes) {
+      return accinteErrorMemoryAllocation;
+    }
+    return accinteMalloc(ptr, nbytes);
+  }
+
+  /** What the out-of-memory message says of a cap, if one is set. */
+  static std::string allowedInfo(const DeviceState& state) {
+    if (state.fraction >= 1.0) {
+      return "";
+    }
+    return c10::str("; the process may reserve ", state.allowed_max,
+                    " bytes (set_per_process_memory_fraction(", state.fraction,
+                    "))");
+  }
+
+  static SegmentSnapshot segmentSnapshot(c10::DeviceIndex device, Block* head) {
+    SegmentSnapshot segment{};
+    segment.device = device;
+    segment.address = reinterpret_cast<uintptr_t>(head->ptr);
+    segment.segment_type = head->pool->small ? "small" : "large";
+    try {
+      segment.stream = reinterpret_cast<uintptr_t>(nativeStream(head->stream));
+    } catch (const c10::Error&) {
+      segment.stream = 0; // NB: not a live stream any more
+    }
+    for (Block* block = head; block != nullptr; block = block->next) {
+      const bool active = block->allocated || block->pending_events > 0;
+      segment.total_size += block->size;
+      if (block->allocated) {
+        segment.allocated_size += block->size;
+        segment.requested_size += block->requested;
+      }
+      if (active) {
+        segment.active_size += block->size;
+      }
+      segment.blocks.push_back(
+          BlockSnapshot{reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                        block->allocated ? block->requested : 0,
+                        block->allocated ? "active_allocated"
+                        : active         ? "active_pending_free"
+                                         : "inactive"});
+    }
+    return segment;
+  }
 
   /** Returns every cached segment that is not split to the device. */
   static void releaseCachedSegments(DeviceState& state) {
@@ -398,13 +569,27 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
   }
 
+  static void deleteUncached(void* ptr) {
+    CachingDeviceAllocator& self = instance();
+    {
+      std::lock_guard<std::mutex> lock(self.blocks_mutex_);
+      self.uncached_.erase(ptr);
+    }
+    // NB: waits for the whole device, as cudaFree does.
+    const accinteError_t status = accinteFree(ptr);
+    if (status != accinteSuccess) {
+      TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
+                      accinteGetErrorString(status));
+    }
+  }
+
   // LITERALINCLUDE START: CH07_FREE
   static void deleteBlock(void* ptr) {
     if (ptr == nullptr) {
       return;
     }
     CachingDeviceAllocator& self = instance();
-    Block* block = self.findBlock(ptr, /*erase=*/true);
+    Block* block = self.findBlock(ptr, /*erase=*/false);
     TORCH_INTERNAL_ASSERT(block != nullptr,
                           "accinte: freeing a pointer this allocator does "
                           "not own");
@@ -414,6 +599,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   void free(Block* block) {
     DeviceState& state = *states_[block->device];
     std::lock_guard<std::mutex> lock(state.mutex);
+    // NB: erased under the device's lock, so that a snapshot, which holds
+    // it, finds every block either allocated or in the allocator's hands.
+    findBlock(block->ptr, /*erase=*/true);
     block->allocated = false; // LITERALINCLUDE EMPHASIZE
     update(state, *block->pool, &DeviceStats::allocation, -1);
     update(state, *block->pool, &DeviceStats::allocated_bytes,
@@ -539,6 +727,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // the pointer, finds its block and device.
   std::mutex blocks_mutex_;
   std::unordered_map<void*, Block*> allocated_blocks_;
+  // Memory allocated while the cache was switched off.
+  std::unordered_set<void*> uncached_;
+  std::atomic<bool> enabled_{true};
 };
 
 // LITERALINCLUDE START: CH07_REGISTER
@@ -553,4 +744,32 @@ struct RegisterCachingDeviceAllocator {
 // LITERALINCLUDE END: CH07_REGISTER
 
 } // namespace
+
+void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  CachingDeviceAllocator::instance().setMemoryFraction(fraction, device);
+}
+
+double memoryFraction(c10::DeviceIndex device) {
+  return CachingDeviceAllocator::instance().memoryFraction(device);
+}
+
+void* rawAlloc(size_t nbytes) {
+  return CachingDeviceAllocator::instance().raw_allocate(nbytes);
+}
+
+void rawDelete(void* ptr) {
+  CachingDeviceAllocator::instance().rawDelete(ptr);
+}
+
+void setCachingAllocatorEnabled(bool enabled) {
+  CachingDeviceAllocator::instance().setEnabled(enabled);
+}
+
+bool cachingAllocatorEnabled() {
+  return CachingDeviceAllocator::instance().isEnabled();
+}
+
+std::vector<SegmentSnapshot> memorySnapshot() {
+  return CachingDeviceAllocator::instance().snapshot();
+}
 } // namespace accinte

@@ -116,6 +116,18 @@ void bindChapter01(py::module_& m) {
   m.def("_set_device", &setDevice, "Set the current device index.");
   m.def("_exchange_device", &exchangeDevice,
         "Set the current device, return the previous one.");
+  m.def(
+      "_set_sync_debug_mode",
+      [](int mode) {
+        TORCH_CHECK_VALUE(mode >= 0 && mode <= 2,
+                          "invalid value of debug_mode, expected one of "
+                          "0 (default), 1 (warn), 2 (error), got ",
+                          mode);
+        setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+      },
+      py::arg("mode"));
+  m.def("_get_sync_debug_mode",
+        [] { return static_cast<int>(syncDebugMode()); });
   m.def("_synchronize", &synchronizeDevice,
         py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on a device.");

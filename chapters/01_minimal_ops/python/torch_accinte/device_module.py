@@ -6,28 +6,41 @@ and device-agnostic code calls the rest exactly as it would call
 ``torch.cuda``.
 """
 
+import sys
 import threading
 from typing import Any, Optional, Union
 
 import torch
 from torch_accinte import _C
 
+#: What a failing call of the device raises, as ``torch.cuda``'s: PyTorch's
+#: own classes, both subclasses of ``RuntimeError``.
+AcceleratorError = torch.AcceleratorError
+OutOfMemoryError = torch.OutOfMemoryError
+
 __all__ = [
+    "AcceleratorError",
     "Event",
+    "OutOfMemoryError",
     "Stream",
+    "StreamContext",
+    "can_device_access_peer",
     "current_device",
     "current_stream",
     "default_stream",
     "device",
     "device_count",
+    "device_of",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "init",
     "is_available",
     "is_initialized",
     "set_device",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
     "synchronize",
 ]
@@ -51,6 +64,39 @@ def _extend(**functions: Any) -> None:
         globals()[name] = function
         if not name.startswith("_"):
             __all__.append(name)
+
+
+_lazy_attributes: dict = {}
+_lazy_attributes_lock = threading.RLock()
+
+
+def _extend_lazily(**factories: Any) -> None:
+    """Adds names to ``torch.accinte`` whose values are made on first use.
+
+    For a value that asks the device, such as a tuple with one entry per
+    device, which importing the package must not do (``torch.cuda`` fills
+    its ``default_generators`` when CUDA initializes).
+    """
+    for name, factory in factories.items():
+        if name in globals() or name in _lazy_attributes:
+            raise RuntimeError(f"torch.accinte.{name} is already defined")
+        _lazy_attributes[name] = factory
+        __all__.append(name)
+
+
+def __getattr__(name: str) -> Any:
+    with _lazy_attributes_lock:
+        if name in globals():
+            return globals()[name]
+        factory = _lazy_attributes.get(name)
+        if factory is None:
+            raise AttributeError(f"module 'torch.accinte' has no attribute '{name}'")
+        globals()[name] = value = factory()
+        return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_lazy_attributes))
 
 
 def _get_device_index(device: _DeviceLike, optional: bool = True) -> int:
@@ -136,6 +182,24 @@ def set_device(device: _DeviceLike) -> None:
     _C._set_device(index)
 
 
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether kernels of ``device`` can read the memory of ``peer_device``.
+
+    Always ``False``: an emulated kernel may touch only allocations of its
+    own device, so data moves between devices by copies (which work between
+    any two). As ``torch.cuda``'s, an invalid index raises
+    ``AssertionError``, and a device is not its own peer.
+    """
+    _lazy_init()
+    device = _get_device_index(device)
+    peer_device = _get_device_index(peer_device)
+    if device < 0 or device >= device_count():
+        raise AssertionError("Invalid device id")
+    if peer_device < 0 or peer_device >= device_count():
+        raise AssertionError("Invalid peer device id")
+    return False
+
+
 class device:
     """Context manager that makes ``device`` current, then restores exactly
     the device that was current on entry, even if the body changed it.
@@ -159,10 +223,49 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager that makes the device of ``obj`` (a tensor or a
+    storage) current, as :class:`device`; for an object that is not on
+    accinte it changes nothing."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "accinte" else -1)
+
+
 def synchronize(device: _DeviceLike = None) -> None:
     """Waits for all work on every stream of ``device``."""
     _lazy_init()
     _C._synchronize(_get_device_index(device))
+
+
+# LITERALINCLUDE START: CH01_PY_SYNC_DEBUG
+def set_sync_debug_mode(debug_mode: Union[int, str]) -> None:
+    """What an operation that makes the host wait for the device does:
+    ``"default"`` (0) nothing, ``"warn"`` (1) warn, ``"error"`` (2) raise.
+
+    As ``torch.cuda``'s, for the whole process. The synchronizing operations
+    are the copies to and from the host that are not asynchronous
+    (``.cpu()``, ``.to("accinte")``, printing), ``.item()``, a stream's
+    ``synchronize()``, and, from chapter 02 on, every operator that runs on
+    the CPU fallback, which copies its tensors to the host and back;
+    ``synchronize()`` of a whole device is meant and is not one.
+    """
+    _lazy_init()
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError(
+                "invalid value of debug_mode, expected one of `default`, `warn`, `error`"
+            )
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode :func:`set_sync_debug_mode` set, as an int (0 by default)."""
+    _lazy_init()
+    return _C._get_sync_debug_mode()
+# LITERALINCLUDE END: CH01_PY_SYNC_DEBUG
 
 
 class _DeviceProperties:
@@ -256,12 +359,13 @@ def set_stream(stream: torch.Stream) -> None:
     torch.accelerator.set_stream(stream)
 
 
-class stream:
+class StreamContext:
     """Context manager that makes ``stream`` current, then restores.
 
-    As ``torch.cuda.stream``: inside the block the stream's device is the
-    current device too; on exit the stream that was current on that device
-    and the device that was current on entry are both restored.
+    As ``torch.cuda.StreamContext``: inside the block the stream's device is
+    the current device too; on exit the stream that was current on that
+    device and the device that was current on entry are both restored.
+    ``None`` changes nothing.
     """
 
     def __init__(self, stream: Optional[torch.Stream]):
@@ -282,3 +386,16 @@ class stream:
             set_stream(self.previous_stream)
             _C._set_device(self.previous_device)
         return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """A :class:`StreamContext` that makes ``stream`` current in its ``with``
+    block (as ``torch.cuda.stream``)."""
+    return StreamContext(stream)
+
+
+# ``torch.accinte.streams``, importable by that name as ``torch.cuda.streams``
+# is; torch._register_device_module puts ``torch.accinte`` beside it.
+from torch_accinte import streams  # noqa: E402
+
+sys.modules["torch.accinte.streams"] = streams

@@ -3,9 +3,12 @@
 // They ask c10::getDeviceAllocator(PrivateUse1), the allocator that
 // torch.accelerator's memory functions ask too.
 
+#include <07_memory/csrc/caching_allocator.h>
+
 #include <01_minimal_ops/csrc/python/bindings.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 namespace accinte::python {
@@ -38,6 +41,68 @@ py::dict statArrayDict(const StatArray& array) {
   dict["large_pool"] =
       statDict(array[static_cast<size_t>(StatType::LARGE_POOL)]);
   return dict;
+}
+
+py::dict durationDict(const c10::CachingAllocator::DurationStat& stat) {
+  py::dict dict;
+  dict["total"] = stat.total;
+  dict["max"] = stat.max;
+  dict["min"] = stat.min;
+  dict["count"] = stat.count;
+  dict["avg"] = stat.count == 0 ? 0.0
+                                : static_cast<double>(stat.total) /
+                                      static_cast<double>(stat.count);
+  return dict;
+}
+
+/** The pinned host allocator's statistics as nested dicts, in the shape of
+ * torch.cuda.host_memory_stats before flattening. */
+py::dict hostMemoryStats() {
+  const at::HostStats stats =
+      at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats();
+  py::dict dict;
+  dict["allocations"] = statDict(stats.allocations);
+  dict["allocated_bytes"] = statDict(stats.allocated_bytes);
+  dict["active_requests"] = statDict(stats.active_requests);
+  dict["active_bytes"] = statDict(stats.active_bytes);
+  dict["num_host_alloc"] = stats.num_host_alloc;
+  dict["num_host_free"] = stats.num_host_free;
+  dict["host_alloc_time"] = durationDict(stats.host_alloc_time);
+  dict["host_free_time"] = durationDict(stats.host_free_time);
+  return dict;
+}
+
+/** The caching allocator's segments, in the shape of the list
+ * torch.cuda.memory_snapshot returns. */
+py::list memorySnapshot() {
+  py::list segments;
+  for (const SegmentSnapshot& segment : accinte::memorySnapshot()) {
+    py::list blocks;
+    for (const BlockSnapshot& block : segment.blocks) {
+      py::dict entry;
+      entry["address"] = block.address;
+      entry["size"] = block.size;
+      entry["requested_size"] = block.requested_size;
+      entry["state"] = block.state;
+      entry["frames"] = py::list();
+      blocks.append(entry);
+    }
+    py::dict entry;
+    entry["device"] = segment.device;
+    entry["address"] = segment.address;
+    entry["total_size"] = segment.total_size;
+    entry["allocated_size"] = segment.allocated_size;
+    entry["active_size"] = segment.active_size;
+    entry["requested_size"] = segment.requested_size;
+    entry["stream"] = segment.stream;
+    entry["segment_type"] = segment.segment_type;
+    entry["segment_pool_id"] = py::make_tuple(0, 0);
+    entry["is_expandable"] = false;
+    entry["frames"] = py::list();
+    entry["blocks"] = blocks;
+    segments.append(entry);
+  }
+  return segments;
 }
 
 // LITERALINCLUDE START: CH07_BIND_STATS
@@ -98,6 +163,34 @@ void bindChapter07(py::module_& m) {
         return deviceAllocator()->getMemoryInfo(device);
       },
       py::arg("device"), "(free, total) bytes of the device.");
+  m.def("_host_memory_stats", &hostMemoryStats,
+        "The pinned host allocator's statistics, as nested dicts.");
+  m.def("_reset_accumulated_host_memory_stats", [] {
+    at::getHostAllocator(c10::DeviceType::PrivateUse1)
+        ->reset_accumulated_stats();
+  });
+  m.def("_reset_peak_host_memory_stats", [] {
+    at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_peak_stats();
+  });
+  m.def("_set_memory_fraction", &setMemoryFraction, py::arg("fraction"),
+        py::arg("device"));
+  m.def("_get_memory_fraction", &memoryFraction, py::arg("device"));
+  m.def("_caching_allocator_enable", &setCachingAllocatorEnabled,
+        py::arg("enabled"));
+  m.def("_caching_allocator_is_enabled", &cachingAllocatorEnabled);
+  m.def("_memory_snapshot", &memorySnapshot,
+        "The caching allocator's segments and their blocks.");
+  // NB: allocating may free the cache and wait for the device.
+  m.def(
+      "_caching_allocator_alloc",
+      [](size_t nbytes) {
+        return reinterpret_cast<uintptr_t>(rawAlloc(nbytes));
+      },
+      py::arg("nbytes"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_caching_allocator_delete",
+      [](uintptr_t ptr) { rawDelete(reinterpret_cast<void*>(ptr)); },
+      py::arg("ptr"));
 }
 // LITERALINCLUDE END: CH07_BIND_STATS
 

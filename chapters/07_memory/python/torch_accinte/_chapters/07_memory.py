@@ -7,8 +7,13 @@ the two agree.
 """
 
 import collections
-from typing import Any
+import contextlib
+import os
+import sys
+import warnings
+from typing import Any, Optional
 
+import torch
 from torch_accinte import _C, device_module
 from torch_accinte.device_module import _DeviceLike, _get_device_index, _lazy_init
 
@@ -127,6 +132,212 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
     return "\n".join(lines) + "\n"
 
 
+def _flatten(nested: dict) -> dict[str, Any]:
+    """``nested`` with flat keys ("a.b.c"), sorted, as torch.cuda's stats."""
+    flat = []
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                flatten(f"{prefix}.{key}" if prefix else key, item)
+        else:
+            flat.append((prefix, value))
+
+    flatten("", nested)
+    return collections.OrderedDict(sorted(flat))
+
+
+# LITERALINCLUDE START: CH07_PY_FRACTION
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """Caps what the caching allocator may reserve on ``device`` at
+    ``fraction`` (0 to 1) of the device's memory.
+
+    As ``torch.cuda``'s: a request past the cap first frees the cache, then
+    raises ``torch.OutOfMemoryError``, whose message names the cap; memory
+    already reserved stays.
+    """
+    index = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, index)
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    """The cap :func:`set_per_process_memory_fraction` set (1.0 by default)."""
+    return _C._get_memory_fraction(_index(device))
+# LITERALINCLUDE END: CH07_PY_FRACTION
+
+
+def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
+    """Deprecated: resets every peak statistic, as
+    :func:`reset_peak_memory_stats` (and says so, as ``torch.cuda``'s)."""
+    warnings.warn(
+        "torch.accinte.reset_max_memory_allocated now calls "
+        "torch.accinte.reset_peak_memory_stats, which resets /all/ peak memory stats.",
+        FutureWarning, stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: _DeviceLike = None) -> None:
+    """Deprecated: resets every peak statistic, as
+    :func:`reset_peak_memory_stats` (and says so, as ``torch.cuda``'s)."""
+    warnings.warn(
+        "torch.accinte.reset_max_memory_cached now calls "
+        "torch.accinte.reset_peak_memory_stats, which resets /all/ peak memory stats.",
+        FutureWarning, stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated name of :func:`memory_reserved`."""
+    warnings.warn(
+        "`torch.accinte.memory_cached` has been renamed to `torch.accinte.memory_reserved`",
+        FutureWarning, stacklevel=2,
+    )
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated name of :func:`max_memory_reserved`."""
+    warnings.warn(
+        "`torch.accinte.max_memory_cached` has been renamed to "
+        "`torch.accinte.max_memory_reserved`",
+        FutureWarning, stacklevel=2,
+    )
+    return max_memory_reserved(device)
+
+
+def memory_snapshot(mempool_id: Optional[tuple] = None) -> list:
+    """The caching allocator's segments of every device, as
+    ``torch.cuda.memory_snapshot``: one dict per segment (``device``,
+    ``address``, ``total_size``, ``allocated_size``, ``active_size``,
+    ``requested_size``, ``stream``, ``segment_type`` "small" or "large"),
+    with its ``blocks`` in address order (``address``, ``size``,
+    ``requested_size``, ``state``: "active_allocated",
+    "active_pending_free" or "inactive").
+
+    No call stacks are recorded (``frames`` are empty), and there are no
+    memory pools, so ``mempool_id`` must be ``None``.
+    """
+    if mempool_id is not None:
+        raise ValueError("accinte has no memory pools: mempool_id must be None")
+    return _C._memory_snapshot()
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """The pinned host allocator's statistics as nested dicts (empty before
+    the device initializes, as ``torch.cuda``'s)."""
+    if not device_module.is_initialized():
+        return {}
+    return _C._host_memory_stats()
+
+
+def host_memory_stats() -> dict[str, Any]:
+    """The pinned host allocator's statistics with flat keys, sorted, as
+    ``torch.cuda.host_memory_stats``: ``allocations``, ``allocated_bytes``,
+    ``active_requests``, ``active_bytes`` (each ``.current``, ``.peak``,
+    ``.allocated``, ``.freed``), ``num_host_alloc``, ``num_host_free`` and
+    the times of the emulator's pinned allocations and frees
+    (``host_alloc_time.*``, ``host_free_time.*``, microseconds)."""
+    return _flatten(host_memory_stats_as_nested_dict())
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Zeroes the pinned host allocator's accumulated counts."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Sets the pinned host allocator's peaks to their current values."""
+    _C._reset_peak_host_memory_stats()
+
+
+def device_memory_used(device: _DeviceLike = None) -> int:
+    """Bytes of ``device`` in use, as the device counts them (what
+    ``nvidia-smi`` shows for a CUDA device): its total less its free
+    memory, cached segments included."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+def list_gpu_processes(device: _DeviceLike = None) -> str:
+    """The processes that use ``device`` and the memory each holds there, in
+    the text ``torch.cuda.list_gpu_processes`` prints.
+
+    An emulated device lives inside one process, so the list is this process
+    once it has initialized the device, with :func:`device_memory_used`;
+    before that no process uses it (and asking does not initialize it).
+    """
+    initialized = device_module.is_initialized()
+    # NB: before initialization the current device is 0; asking for it would
+    # initialize the device.
+    index = 0 if device is None and not initialized else _get_device_index(device)
+    lines = [f"GPU:{index}"]
+    if not initialized:
+        lines.append("no processes are running")
+    else:
+        used = device_memory_used(index) / (1024 * 1024)
+        lines.append(f"process {os.getpid():>10d} uses {used:>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
+def get_allocator_backend() -> str:
+    """The device allocator in use: ``"native"``, the caching allocator of
+    this chapter (there is no other to choose)."""
+    return "native"
+
+
+def caching_allocator_alloc(size: int, device: _DeviceLike = None,
+                            stream: Optional[torch.Stream] = None) -> int:
+    """``size`` bytes from the caching allocator on ``device`` for ``stream``
+    (default: the device's current stream), as an address, for code that
+    manages device memory itself. Free it with
+    :func:`caching_allocator_delete`."""
+    index = _index(device)
+    if stream is None:
+        stream = device_module.current_stream(index)
+    if not isinstance(stream, torch.Stream):
+        raise TypeError("Invalid type for stream argument, must be "
+                        "`torch.accinte.Stream`")
+    if stream.device != torch.device("accinte", index):
+        raise ValueError(f"stream is on {stream.device}, not on accinte:{index}")
+    with device_module.StreamContext(stream):
+        return _C._caching_allocator_alloc(size)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees memory of :func:`caching_allocator_alloc`; the allocator
+    remembers its device and stream."""
+    _C._caching_allocator_delete(mem_ptr)
+
+
+def caching_allocator_enable(value: bool = True) -> None:
+    """Switches the caching allocator on (the default) or off.
+
+    Off, each tensor is one device allocation, returned to the device (which
+    waits for it) as soon as the tensor is freed, outside the statistics.
+    As ``torch.cuda``'s, it does nothing before the device initializes.
+    """
+    if device_module.is_initialized():
+        _C._caching_allocator_enable(bool(value))
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """Switches the caching allocator off in its ``with`` block, then back
+    to what it was."""
+    previous = _C._caching_allocator_is_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(previous)
+
+
 def _format_bytes(nbytes: int) -> str:
     if abs(nbytes) < 1024:
         return f"{nbytes} B"
@@ -150,5 +361,30 @@ device_module._extend(
     empty_cache=empty_cache,
     mem_get_info=mem_get_info,
     memory_summary=memory_summary,
+    set_per_process_memory_fraction=set_per_process_memory_fraction,
+    get_per_process_memory_fraction=get_per_process_memory_fraction,
+    reset_max_memory_allocated=reset_max_memory_allocated,
+    reset_max_memory_cached=reset_max_memory_cached,
+    memory_cached=memory_cached,
+    max_memory_cached=max_memory_cached,
+    memory_snapshot=memory_snapshot,
+    host_memory_stats=host_memory_stats,
+    host_memory_stats_as_nested_dict=host_memory_stats_as_nested_dict,
+    reset_accumulated_host_memory_stats=reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats=reset_peak_host_memory_stats,
+    device_memory_used=device_memory_used,
+    get_allocator_backend=get_allocator_backend,
+    list_gpu_processes=list_gpu_processes,
+    caching_allocator_alloc=caching_allocator_alloc,
+    caching_allocator_delete=caching_allocator_delete,
+    caching_allocator_enable=caching_allocator_enable,
+    caching_allocator_disabled=caching_allocator_disabled,
 )
 # LITERALINCLUDE END: CH07_PY_EXTEND
+
+# ``torch.accinte.memory``, importable by that name as ``torch.cuda.memory``
+# is: the functions above under their submodule.
+from torch_accinte import memory  # noqa: E402
+
+device_module._extend(memory=memory)
+sys.modules["torch.accinte.memory"] = memory

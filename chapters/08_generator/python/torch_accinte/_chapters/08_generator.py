@@ -7,6 +7,7 @@ operators need. This module adds the seeding and state functions of
 and ``torch.random.fork_rng`` find them there by name.
 """
 
+import sys
 from typing import Iterable, Union
 
 import torch
@@ -100,6 +101,21 @@ def initial_seed() -> int:
 # LITERALINCLUDE END: CH08_PY_SEEDS
 
 
+def _all_default_generators() -> tuple:
+    """``torch.accinte.default_generators``: the default generator of every
+    device, in device order, as ``torch.cuda.default_generators``.
+
+    NB: made on first use: counting the devices asks the emulator, which
+    importing the package does not do.
+    """
+    return tuple(
+        _default_generator(index) for index in range(device_module.device_count())
+    )
+
+
+device_module._extend_lazily(default_generators=_all_default_generators)
+
+
 device_module._extend(
     _default_generator=_default_generator,
     get_rng_state=get_rng_state,
@@ -112,3 +128,11 @@ device_module._extend(
     seed_all=seed_all,
     initial_seed=initial_seed,
 )
+
+
+# ``torch.accinte.random``, importable by that name as ``torch.cuda.random``
+# is: the functions above under their submodule.
+from torch_accinte import random  # noqa: E402
+
+device_module._extend(random=random)
+sys.modules["torch.accinte.random"] = random

@@ -1,0 +1,64 @@
+"""``torch.accinte`` against ``torch.cuda``: the names of tools/cuda_names.py.
+
+The list there classifies every public name of ``torch.cuda``; these tests
+hold it to the installed release's ``torch.cuda`` and to the stage's
+``torch.accinte``: an applicable name exists from its chapter's stage on and
+not before, and a name issue #30 still misses fails here once it appears,
+until it leaves the list of missing names.
+"""
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+from conftest import stage_has
+
+
+def _load_cuda_names():
+    path = pathlib.Path(__file__).resolve().parents[2] / "tools" / "cuda_names.py"
+    spec = importlib.util.spec_from_file_location("cuda_names", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cuda_names = _load_cuda_names()
+
+
+def test_every_torch_cuda_name_is_classified():
+    """A name that a new release adds to ``torch.cuda`` must be classified."""
+    # NB: the submodules that torch.cuda imports only on use are classified
+    # too, so that tests importing them earlier cannot change the answer.
+    assert cuda_names.unclassified(cuda_names.public_names(torch.cuda)) == []
+
+
+def test_applicable_names_exist_on_torch_cuda():
+    """The applicable list holds names of torch.cuda, not typos."""
+    assert sorted(cuda_names.APPLICABLE.keys() - cuda_names.public_names(torch.cuda)) == []
+
+
+def _params(present: bool):
+    params = []
+    for name, chapter in sorted(cuda_names.APPLICABLE.items()):
+        loaded = chapter is not None and stage_has(chapter)
+        if present != loaded and not (present and chapter is None):
+            continue
+        marks = ()
+        if present and name in cuda_names.MISSING:
+            marks = pytest.mark.xfail(strict=True, reason="missing, issue #30")
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+@pytest.mark.parametrize("name", _params(present=True))
+def test_applicable_name_exists_on_torch_accinte(name):
+    """Every applicable name of a loaded chapter is on torch.accinte."""
+    assert hasattr(torch.accinte, name)
+
+
+@pytest.mark.parametrize("name", _params(present=False))
+def test_name_of_a_later_chapter_does_not_exist_yet(name):
+    """A name exists only from the stage of the chapter that adds it on."""
+    assert not hasattr(torch.accinte, name)
