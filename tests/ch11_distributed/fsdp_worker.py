@@ -148,6 +148,9 @@ def check_redistribute(mesh, rank, world, device):
                                sum(parts).chunk(world)[rank], rtol=0, atol=0)
     torch.testing.assert_close(partial.redistribute(mesh, [Replicate()]).to_local().cpu(),
                                sum(parts), rtol=0, atol=0)
+    mean = DTensor.from_local(parts[rank].to(device), mesh, [Partial("avg")])
+    torch.testing.assert_close(mean.redistribute(mesh, [Shard(0)]).to_local().cpu(),
+                               (sum(parts) / world).chunk(world)[rank], rtol=0, atol=0)
     sharded = DTensor.from_local(parts[0].chunk(world)[rank].to(device), mesh, [Shard(0)])
     torch.testing.assert_close(sharded.full_tensor().cpu(), parts[0], rtol=0, atol=0)
 
