@@ -105,6 +105,7 @@ def train(model, optimizer, data, rank=0, world=1, device="cpu"):
         optimizer.step()
 
 
+# LITERALINCLUDE START: CH11_FSDP_SHARD
 def shard(model, world, mp_policy=MixedPrecisionPolicy()):
     """FSDP2 over a 1-D mesh of the accinte devices: each layer, then the root."""
     mesh = init_device_mesh("accinte", (world,))
@@ -112,6 +113,7 @@ def shard(model, world, mp_policy=MixedPrecisionPolicy()):
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy)
     fully_shard(model, mesh=mesh, mp_policy=mp_policy)
     return model
+# LITERALINCLUDE END: CH11_FSDP_SHARD
 
 
 def full_parameters(model):
@@ -306,6 +308,7 @@ def checkpoint_two_ranks(rank, world, device, directory):
 def checkpoint_one_process(rank, world, device, directory):
     """Loads checkpoint_two_ranks's checkpoint into one process, unsharded."""
     expected = torch.load(directory / "expected.pt")
+    # LITERALINCLUDE START: CH11_DCP_ONE_PROCESS
     model = TinyTransformer().to(device)
     optimizer = make_optimizer(model)
     model_state, optimizer_state = get_state_dict(model, optimizer)
@@ -315,6 +318,7 @@ def checkpoint_one_process(rank, world, device, directory):
     dcp.load(state, checkpoint_id=directory / "checkpoint")
     set_state_dict(model, optimizer, model_state_dict=state["model"],
                    optim_state_dict=state["optim"])
+    # LITERALINCLUDE END: CH11_DCP_ONE_PROCESS
     assert model.head.weight.device == device
     assert_states_equal(state_of(model, optimizer), expected["saved"])
 
