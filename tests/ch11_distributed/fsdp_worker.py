@@ -23,6 +23,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
 import torch_accinte  # noqa: E402, F401
 from torch import nn  # noqa: E402
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
@@ -321,6 +322,12 @@ def checkpoint_one_process(rank, world, device, directory):
     # LITERALINCLUDE END: CH11_DCP_ONE_PROCESS
     assert model.head.weight.device == device
     assert_states_equal(state_of(model, optimizer), expected["saved"])
+    # The offline route: the checkpoint made one torch.save file of whole
+    # CPU tensors.
+    dcp_to_torch_save(directory / "checkpoint", directory / "whole.pt")
+    whole = torch.load(directory / "whole.pt")
+    assert_states_equal(dict(item for top, part in whole.items() for item in flatten(part, top)),
+                        expected["saved"])
 
     # The step after, on the whole batch in one process: the same as the two
     # ranks' up to rounding (see fsdp_matches_one_process).
