@@ -20,8 +20,9 @@ from conftest import hermetic_python
 
 WORKER = pathlib.Path(__file__).with_name("fsdp_worker.py")
 WORLD = 2
-#: Longer than any case needs, shorter than pytest's own timeout.
-TIMEOUT = 120
+#: Longer than any case needs (a case has taken 95 s on two cores loaded
+#: five times over), shorter than pytest's own timeout.
+TIMEOUT = 240
 
 
 def run_ranks(case, tmp_path, world=WORLD):
