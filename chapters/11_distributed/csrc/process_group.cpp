@@ -583,6 +583,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allgather_coalesced(
                     });
 }
 
+// LITERALINCLUDE START: CH11_FUNCTIONAL_COALESCED
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupAccl::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -605,6 +606,7 @@ ProcessGroupAccl::allgather_into_tensor_coalesced(
         }
       });
 }
+// LITERALINCLUDE END: CH11_FUNCTIONAL_COALESCED
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::gather(
     std::vector<std::vector<at::Tensor>>& outputs,
