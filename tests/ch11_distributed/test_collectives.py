@@ -13,14 +13,15 @@ batch, and a rank that dies or stalls (an error, never a hang, and never a
 silently stale result).
 """
 
-import os
 import pathlib
 import subprocess
 
 import pytest
+import ranks
 import torch
 import torch_accinte  # noqa: F401
 from conftest import hermetic_python
+from ranks import assert_ok
 
 WORKER = pathlib.Path(__file__).with_name("worker.py")
 WORLD = 2
@@ -30,28 +31,7 @@ TIMEOUT = 120
 
 def run_ranks(case, tmp_path, env=None):
     """Runs ``case`` on WORLD ranks; returns each rank's (code, stdout, stderr)."""
-    full_env = dict(os.environ, **(env or {}))
-    store = tmp_path / "store"
-    processes = [
-        subprocess.Popen([hermetic_python(), str(WORKER), case, str(rank), str(WORLD), str(store)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=full_env)
-        for rank in range(WORLD)
-    ]
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=TIMEOUT)
-            results.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            process.kill()
-    return results
-
-
-def assert_ok(case, results):
-    for rank, (code, out, err) in enumerate(results):
-        assert code == 0 and f"OK {case}" in out, f"rank {rank} exited {code}:\n{out}\n{err}"
+    return ranks.run_ranks(WORKER, case, tmp_path, WORLD, TIMEOUT, env=env)
 
 
 def test_backend_is_registered_for_the_device():

@@ -11,12 +11,11 @@ saves the sharded model and optimizer from two ranks and loads them into
 two fresh ranks and into one unsharded process, where they are identical.
 """
 
-import os
 import pathlib
-import subprocess
 
 import pytest
-from conftest import hermetic_python
+import ranks
+from ranks import assert_ok
 
 WORKER = pathlib.Path(__file__).with_name("fsdp_worker.py")
 WORLD = 2
@@ -26,29 +25,8 @@ TIMEOUT = 240
 
 
 def run_ranks(case, tmp_path, world=WORLD):
-    """Runs ``case`` on ``world`` ranks; returns each rank's (code, stdout, stderr)."""
-    store = tmp_path / "store"
-    processes = [
-        subprocess.Popen([hermetic_python(), str(WORKER), case, str(rank), str(world), str(store),
-                          str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ))
-        for rank in range(world)
-    ]
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=TIMEOUT)
-            results.append((process.returncode, out, err))
-    finally:
-        for process in processes:
-            process.kill()
-    return results
-
-
-def assert_ok(case, results):
-    for rank, (code, out, err) in enumerate(results):
-        assert code == 0 and f"OK {case}" in out, f"rank {rank} exited {code}:\n{out}\n{err}"
+    """Runs ``case`` on ``world`` ranks, which share ``tmp_path`` for files."""
+    return ranks.run_ranks(WORKER, case, tmp_path, world, TIMEOUT, extra_args=[tmp_path])
 
 
 @pytest.mark.parametrize("case", ["fsdp_matches_one_process", "fsdp_mixed_precision"])

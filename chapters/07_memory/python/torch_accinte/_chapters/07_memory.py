@@ -170,26 +170,25 @@ def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
 # LITERALINCLUDE END: CH07_PY_FRACTION
 
 
-def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
-    """Deprecated: resets every peak statistic, as
-    :func:`reset_peak_memory_stats` (and says so, as ``torch.cuda``'s)."""
+def _reset_all_peaks(name: str, device: _DeviceLike) -> None:
+    """What the deprecated resets do: every peak statistic, as
+    :func:`reset_peak_memory_stats`, and say so, as ``torch.cuda``'s do."""
     warnings.warn(
-        "torch.accinte.reset_max_memory_allocated now calls "
+        f"torch.accinte.{name} now calls "
         "torch.accinte.reset_peak_memory_stats, which resets /all/ peak memory stats.",
-        FutureWarning, stacklevel=2,
+        FutureWarning, stacklevel=3,
     )
     reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
+    """Deprecated: resets every peak statistic (see :func:`reset_peak_memory_stats`)."""
+    _reset_all_peaks("reset_max_memory_allocated", device)
 
 
 def reset_max_memory_cached(device: _DeviceLike = None) -> None:
-    """Deprecated: resets every peak statistic, as
-    :func:`reset_peak_memory_stats` (and says so, as ``torch.cuda``'s)."""
-    warnings.warn(
-        "torch.accinte.reset_max_memory_cached now calls "
-        "torch.accinte.reset_peak_memory_stats, which resets /all/ peak memory stats.",
-        FutureWarning, stacklevel=2,
-    )
-    reset_peak_memory_stats(device)
+    """Deprecated: resets every peak statistic (see :func:`reset_peak_memory_stats`)."""
+    _reset_all_peaks("reset_max_memory_cached", device)
 
 
 def memory_cached(device: _DeviceLike = None) -> int:
