@@ -158,6 +158,10 @@ nitpick_ignore = [
     # accinteStream_t;`): the structs are deliberately never defined.
     ("cpp:identifier", "accinteStream"),
     ("cpp:identifier", "accinteEvent"),
+    # A macro used as an array bound: Breathe renders macros as C macros, so a
+    # C++ declaration that names one cannot link to it; it is documented in
+    # the same file, just above.
+    ("cpp:identifier", "ACCINTE_ACTIVITY_NAME_SIZE"),
     # The namespace itself: the API pages render its entries one by one
     # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
     ("cpp:identifier", "accinte"),

@@ -52,8 +52,11 @@ ACCINTE_EXPORT bool cachingAllocatorEnabled();
 
 /** One block of a segment, as `torch.cuda.memory_snapshot` reports it. */
 struct BlockSnapshot {
+  /** Where the block starts on the device. */
   uintptr_t address;
+  /** Its size, rounded as the allocator rounds requests. */
   size_t size;
+  /** What was asked for (0 unless a tensor uses the block). */
   size_t requested_size;
   /** "active_allocated", "active_pending_free" (freed, but a stream that
    * used it may still run) or "inactive" (cached). */
@@ -62,16 +65,23 @@ struct BlockSnapshot {
 
 /** One segment (one device allocation) and its blocks in address order. */
 struct SegmentSnapshot {
+  /** The device the segment is on. */
   c10::DeviceIndex device;
+  /** Where the segment starts on the device. */
   uintptr_t address;
+  /** Its size, as reserved from the device. */
   size_t total_size;
+  /** The bytes of its blocks in use by tensors. */
   size_t allocated_size;
+  /** The bytes of its blocks in use or waiting for a stream to finish. */
   size_t active_size;
+  /** The bytes asked for by the allocations of its blocks in use. */
   size_t requested_size;
   /** The emulator handle of the stream the segment was reserved for. */
   uintptr_t stream;
   /** "small" or "large": the pool of the segment. */
   std::string segment_type;
+  /** Its blocks, in address order. */
   std::vector<BlockSnapshot> blocks;
 };
 
