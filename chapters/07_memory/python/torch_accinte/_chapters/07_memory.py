@@ -29,10 +29,8 @@ def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
     return _C._memory_stats(_index(device))  # LITERALINCLUDE EMPHASIZE
 
 
-def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
-    """The allocator's statistics of ``device``, with flat keys such as
-    ``"allocated_bytes.all.current"``, sorted, as ``torch.cuda.memory_stats``.
-    """
+def _flatten(nested: dict) -> dict[str, Any]:
+    """``nested`` with flat keys ("a.b.c"), sorted, as torch.cuda's stats."""
     flat = []
 
     def flatten(prefix: str, value: Any) -> None:
@@ -43,8 +41,15 @@ def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
         else:
             flat.append((prefix, value))
 
-    flatten("", memory_stats_as_nested_dict(device))
+    flatten("", nested)
     return collections.OrderedDict(sorted(flat))  # LITERALINCLUDE EMPHASIZE
+
+
+def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
+    """The allocator's statistics of ``device``, with flat keys such as
+    ``"allocated_bytes.all.current"``, sorted, as ``torch.cuda.memory_stats``.
+    """
+    return _flatten(memory_stats_as_nested_dict(device))
 
 
 def memory_allocated(device: _DeviceLike = None) -> int:
@@ -130,21 +135,6 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
                 "num_device_free", "num_sync_all_streams"):
         lines.append(f"{key:<34}{stats[key]:>14}")
     return "\n".join(lines) + "\n"
-
-
-def _flatten(nested: dict) -> dict[str, Any]:
-    """``nested`` with flat keys ("a.b.c"), sorted, as torch.cuda's stats."""
-    flat = []
-
-    def flatten(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                flatten(f"{prefix}.{key}" if prefix else key, item)
-        else:
-            flat.append((prefix, value))
-
-    flatten("", nested)
-    return collections.OrderedDict(sorted(flat))
 
 
 # LITERALINCLUDE START: CH07_PY_FRACTION
