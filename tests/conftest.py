@@ -21,9 +21,10 @@ import torch  # noqa: E402
 import torch_accinte  # noqa: E402
 
 
-def _load_hermetic():
-    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "hermetic_python.py"
-    spec = importlib.util.spec_from_file_location("hermetic_python", path)
+def load_tool(name):
+    """The module ``tools/NAME.py`` (tools/ is not a package)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,7 +42,7 @@ def hermetic_python() -> str:
     return _hermetic.python()
 
 
-_hermetic = _load_hermetic()
+_hermetic = load_tool("hermetic_python")
 
 
 def stage_has(chapter: str) -> bool:

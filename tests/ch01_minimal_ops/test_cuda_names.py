@@ -7,24 +7,13 @@ not before, and a name issue #30 still misses fails here once it appears,
 until it leaves the list of missing names.
 """
 
-import importlib.util
-import pathlib
-
 import pytest
 import torch
 
-from conftest import stage_has
+from conftest import load_tool, stage_has
 
 
-def _load_cuda_names():
-    path = pathlib.Path(__file__).resolve().parents[2] / "tools" / "cuda_names.py"
-    spec = importlib.util.spec_from_file_location("cuda_names", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cuda_names = _load_cuda_names()
+cuda_names = load_tool("cuda_names")
 
 
 def test_every_torch_cuda_name_is_classified():
