@@ -9,6 +9,7 @@
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <algorithm>
@@ -203,6 +204,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       std::lock_guard<std::mutex> blocks_lock(blocks_mutex_);
       allocated_blocks_.emplace(block->ptr, block);
     }
+    reportToProfiler(state, block->ptr, static_cast<int64_t>(block->size),
+                     where);
     return {block->ptr, block->ptr, &CachingDeviceAllocator::deleteBlock,
             where};
   }
@@ -401,6 +404,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       delta >= 0 ? stat.increase(delta) : stat.decrease(-delta);
     }
   }
+
+  // LITERALINCLUDE START: CH07_PROFILER
+  /** Reports an allocation (`delta` > 0) or a free to PyTorch's profiler
+   * when it records memory on this thread (`profile_memory=True`), with the
+   * device's totals after it, as CUDA's caching allocator does. */
+  static void reportToProfiler(const DeviceState& state, void* ptr,
+                               int64_t delta, c10::Device device) {
+    if (!c10::memoryProfilingEnabled()) {
+      return;
+    }
+    constexpr auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(
+        ptr, delta, state.stats.allocated_bytes[aggregate].current,
+        state.stats.reserved_bytes[aggregate].current, device);
+  }
+  // LITERALINCLUDE END: CH07_PROFILER
 
   static bool shouldSplit(const Block& block, size_t size) {
     const size_t rest = block.size - size;
@@ -608,6 +627,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
            -static_cast<int64_t>(block->size));
     update(state, *block->pool, &DeviceStats::requested_bytes,
            -static_cast<int64_t>(block->requested));
+    reportToProfiler(state, block->ptr, -static_cast<int64_t>(block->size),
+                     c10::Device(c10::DeviceType::PrivateUse1, block->device));
     std::unordered_set<c10::Stream> uses;
     std::swap(uses, block->stream_uses);
     for (const c10::Stream& stream : uses) { // LITERALINCLUDE EMPHASIZE
