@@ -7,6 +7,7 @@ feature) asks :func:`stage_has` and is skipped once that chapter is loaded;
 it runs, and must pass, in the stages before.
 """
 
+import ctypes
 import importlib.util
 import os
 import pathlib
@@ -77,8 +78,9 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120):
 
 def _global_state() -> dict:
     """What a test must leave as it found it: the current device, each
-    device's current stream, autocast, the random seeds, the sync debug mode
-    and the caching allocator's switch and memory caps."""
+    device's current stream, autocast, the random seeds, the sync debug mode,
+    the caching allocator's switch and memory caps, and whether the emulator
+    is tracing activities (no profile left running)."""
     count = torch.accinte.device_count()
     state = {
         "current device": torch.accinte.current_device(),
@@ -91,6 +93,8 @@ def _global_state() -> dict:
     }
     if hasattr(torch.accinte, "initial_seed"):  # chapter 08
         state["accinte seeds"] = [torch.accinte.initial_seed()]
+    if stage_has("12_profiler"):
+        state["activity tracing"] = _activity_tracing_enabled()
     if hasattr(torch.accinte, "caching_allocator_enable"):  # chapter 07
         from torch_accinte import _C
 
@@ -98,6 +102,15 @@ def _global_state() -> dict:
         state["memory fractions"] = [
             torch.accinte.get_per_process_memory_fraction(i) for i in range(count)]
     return state
+
+
+def _activity_tracing_enabled() -> bool:
+    """Whether the emulator is tracing (a profile left running, chapter 12),
+    asked of the runtime's C API in the stage's own libaccinte.so."""
+    library = ctypes.CDLL(str(pathlib.Path(torch_accinte.__file__).parent / "lib" / "libaccinte.so"))
+    enabled = ctypes.c_int(0)
+    assert library.accinteActivityIsEnabled(ctypes.byref(enabled)) == 0
+    return bool(enabled.value)
 
 
 def _default_streams() -> list:
