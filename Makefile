@@ -35,7 +35,7 @@ PYTEST := $(PYTHON) -m pytest -q
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
         outputs-check test-final flake-check \
-        format-check install demo test clean bench bench-snapshot
+        format-check install demo test clean bench bench-snapshot profile-snapshot
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -147,6 +147,14 @@ bench: stage ## Time stage STAGE against the CPU into build/bench/ (BUILD_TIMES=
 
 bench-snapshot: ## Copy the last `make bench` results to the guide's performance page
 	cp $(BENCH_DIR)/results.json $(BENCH_SNAPSHOT)
+
+# Chapter 12's page draws its profile table and timeline from a stored
+# profile, since a profile's times change from run to run.
+PROFILE_SNAPSHOT := chapters/12_profiler/output/trace_snapshot.json
+profile-snapshot: ## Profile chapter 12's training step again and store it for its page
+	$(MAKE) --no-print-directory stage STAGE=12
+	PYTHONPATH=$(BUILD)/stage12/python $(PYTHON) chapters/12_profiler/output/profile_step.py \
+	  --snapshot $(PROFILE_SNAPSHOT)
 
 install: build ## pip install the final backend (torch_accinte)
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .

@@ -41,10 +41,10 @@ def ddp_step(rank, world, device):
     # is there, named after its c10d operator.
     assert device_work and {e["pid"] for e in device_work} == {device.index}, device_work
     names = {e["name"] for e in device_work}
-    assert "c10d::allreduce_" in names, sorted(names)
+    assert "c10d::allreduce_ kernel" in names, sorted(names)
     # The collective ran on accl's communication stream, a row of its own.
-    comm = {e["tid"] for e in device_work if e["name"] == "c10d::allreduce_"}
-    compute = {e["tid"] for e in device_work if e["name"] == "aten::mm"}
+    comm = {e["tid"] for e in device_work if e["name"] == "c10d::allreduce_ kernel"}
+    compute = {e["tid"] for e in device_work if e["name"] == "aten::mm kernel"}
     assert comm and compute and comm.isdisjoint(compute), (comm, compute)
     # And the averaged gradients are what the CPU gives: for sum(W x + b),
     # each row of W's gradient is the batch's sum of x, averaged over ranks.

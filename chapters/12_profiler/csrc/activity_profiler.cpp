@@ -222,11 +222,13 @@ libkineto::GenericTraceActivity& ActivityProfilerSession::addActivity(
   // NB: a kernel launched without a name of its own ("kernel") is named
   // after the operator that launched it, so that every native kernel of
   // chapter 09, every random kernel of chapter 08 and every collective of
-  // chapter 11 reads as its ATen operator, with no naming code in them.
+  // chapter 11 reads as its operator, with no naming code in them. The
+  // suffix keeps the kernel apart from its operator in key_averages(),
+  // which groups events by name, as CUDA's kernel names are apart.
   std::string name = record.name;
   if (record.kind == accinteActivityKindKernel && name == "kernel" &&
       op != nullptr) {
-    name = op->name();
+    name = op->name() + " kernel";
   }
   buffer_->emplace_activity(buffer_->span, type, name);
   libkineto::GenericTraceActivity& activity = *buffer_->activities.back();
@@ -254,7 +256,7 @@ libkineto::GenericTraceActivity& ActivityProfilerSession::addActivity(
     activity.flow.start = false;
     activity.addMetadata("device", record.device);
     activity.addMetadata("stream", stream);
-    streams_.emplace(stream, StreamRow{record.device, false});
+    streams_.emplace(stream, StreamRow{record.device});
   }
   activity.addMetadata("correlation", record.correlationId);
   if (op != nullptr) {

@@ -108,8 +108,8 @@ class ActivityProfilerSession final
  private:
   /** A stream that ran work in this profile. */
   struct StreamRow {
+    /** The device the stream belongs to. */
     int device;
-    bool isDefault;
   };
 
   void takeRecords();

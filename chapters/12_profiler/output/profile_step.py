@@ -25,7 +25,6 @@ KEPT_CATEGORIES = ("cpu_op", "user_annotation", "kernel", "gpu_memcpy", "gpu_mem
                    "gpu_user_annotation", "privateuse1_runtime")
 
 
-# LITERALINCLUDE START: CH12_PROFILE_STEP
 def profiled_step():
     """One warm training step of a two-layer MLP, profiled."""
     torch.manual_seed(0)
@@ -50,7 +49,6 @@ def profiled_step():
                              ProfilerActivity.PrivateUse1]) as prof:
         step()
     return prof
-# LITERALINCLUDE END: CH12_PROFILE_STEP
 
 
 def chrome_trace(prof) -> dict:
@@ -60,8 +58,7 @@ def chrome_trace(prof) -> dict:
         return json.loads(path.read_text())
 
 
-def snapshot(prof, path: pathlib.Path) -> None:
-    trace = chrome_trace(prof)
+def snapshot(prof, trace: dict, path: pathlib.Path) -> None:
     events = [
         {key: event[key] for key in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
          if key in event}
@@ -79,8 +76,8 @@ def snapshot(prof, path: pathlib.Path) -> None:
     }, indent=0) + "\n")
 
 
-def describe(prof) -> None:
-    trace = chrome_trace(prof)["traceEvents"]
+def describe(trace: dict) -> None:
+    trace = trace["traceEvents"]
     ops = {event["args"]["External id"]: event["name"] for event in trace
            if event.get("cat") == "cpu_op" and "External id" in event.get("args", {})}
     launched = collections.defaultdict(collections.Counter)
@@ -109,9 +106,10 @@ def main() -> None:
     parser.add_argument("--snapshot", type=pathlib.Path)
     args = parser.parse_args()
     prof = profiled_step()
-    describe(prof)
+    trace = chrome_trace(prof)  # NB: a profile exports its trace only once
+    describe(trace)
     if args.snapshot:
-        snapshot(prof, args.snapshot)
+        snapshot(prof, trace, args.snapshot)
 
 
 if __name__ == "__main__":

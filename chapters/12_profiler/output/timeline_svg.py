@@ -26,10 +26,12 @@ def rows_of(events):
     """(row label, [(start, end, name, category, depth)]) per row, host rows first."""
     names = {}
     for event in events:
-        if event.get("ph") == "M":
-            key = (event["pid"], event.get("tid")) if event["name"] == "thread_name" \
-                else (event["pid"], None)
-            names[key] = event["args"]["name"]
+        # NB: the first name a row was given: Kineto's own names for device
+        # indices 0-15 come after the device's (see the chapter's page).
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            names.setdefault((event["pid"], None), event["args"]["name"])
+        elif event.get("ph") == "M" and event.get("name") == "thread_name":
+            names.setdefault((event["pid"], event["tid"]), event["args"]["name"])
     rows = {}
     for event in events:
         if event.get("ph") != "X" or event.get("cat") not in COLOURS:
