@@ -300,3 +300,47 @@ def test_the_page_snapshot_matches_what_the_code_produces(tmp_path):
     assert device_work(fresh) == device_work(stored)
     svg = load_output_script("timeline_svg").draw(fresh)
     assert svg.startswith("<svg") and "stream" in svg and "aten::addmm" in svg
+
+
+def test_a_profile_longer_than_the_runtime_buffer_loses_nothing(accinte):
+    # 34,000 launches make 68,000 records (a launch and its kernel), more
+    # than the runtime's default buffer holds: the session empties it while
+    # the profile records.
+    x = torch.zeros(4, device=accinte)
+    with profile(activities=ACTIVITIES) as prof:
+        for _ in range(34_000):
+            x.add_(1)
+        torch.accinte.synchronize()
+    kernels = [e for e in device_events(prof) if e.activity_type() == "kernel"]
+    assert len(kernels) == 34_000
+    assert torch.equal(x.cpu(), torch.full((4,), 34_000.0))
+
+
+def test_dropped_activities_are_reported():
+    result = run_python("""
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        x = torch.zeros(4, device="accinte")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+            for _ in range(5000):
+                x.add_(1)
+            torch.accinte.synchronize()
+    """, env={"ACCINTE_PROFILER_BUFFER_RECORDS": "100"})
+    assert result.returncode == 0, result.stderr
+    assert "device activities were dropped" in result.stderr
+    assert "ACCINTE_PROFILER_BUFFER_RECORDS higher" in result.stderr
+
+
+def test_a_bad_buffer_size_is_named_and_the_default_used():
+    result = run_python("""
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        x = torch.zeros(4, device="accinte")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            x.add_(1).cpu()
+        print(sum(e.activity_type() == "kernel" for e in prof.profiler.kineto_results.events()))
+    """, env={"ACCINTE_PROFILER_BUFFER_RECORDS": "lots"})
+    assert result.returncode == 0, result.stderr
+    assert "ACCINTE_PROFILER_BUFFER_RECORDS must be a number of records" in result.stderr
+    assert "got 'lots'" in result.stderr
+    assert result.stdout.split()[-1] == "1"

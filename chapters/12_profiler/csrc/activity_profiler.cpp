@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -96,19 +97,25 @@ ActivityProfilerSession::ActivityProfilerSession(
 ActivityProfilerSession::~ActivityProfilerSession() {
   if (recording_) {
     accinteActivityDisable();
+    stopDrain();
   }
 }
 
 // LITERALINCLUDE START: CH12_START_STOP
 void ActivityProfilerSession::start() {
   clock_ = ClockConverter();
-  const accinteError_t error = accinteActivityEnable(0);
+  const accinteError_t error = accinteActivityEnable(bufferCapacity());
   if (error != accinteSuccess) {
     errors_.push_back(describe(error, "accinteActivityEnable"));
     status_ = libkineto::TraceStatus::ERROR;
     return;
   }
   recording_ = true;
+  // NB: the runtime's buffer is bounded, as CUPTI's buffers are; a thread
+  // empties it while the profile records, so that a long profile loses
+  // nothing unless the device outruns it.
+  stopping_ = false;
+  drainer_ = std::thread([this] { drain(); });
   status_ = libkineto::TraceStatus::RECORDING;
 }
 
@@ -122,10 +129,61 @@ void ActivityProfilerSession::stop() {
   // the user's next synchronize, which must report it.
   accinteActivityDisable();
   recording_ = false;
+  stopDrain();
   takeRecords();
+  uint64_t dropped = 0;
+  accinteActivityGetDropped(&dropped);
+  if (dropped > 0) {
+    errors_.push_back(fmt::format(
+        "accinte profiler: {} device activities were dropped because the "
+        "runtime's buffer ({} records) filled up faster than it was emptied; "
+        "set ACCINTE_PROFILER_BUFFER_RECORDS higher",
+        dropped, bufferCapacity()));
+    // NB: a profile that silently misses work would mislead; Kineto keeps
+    // a session's errors to itself, so the user is told here.
+    TORCH_WARN(errors_.back());
+  }
   status_ = libkineto::TraceStatus::PROCESSING;
 }
 // LITERALINCLUDE END: CH12_START_STOP
+
+size_t ActivityProfilerSession::bufferCapacity() {
+  const char* records = std::getenv("ACCINTE_PROFILER_BUFFER_RECORDS");
+  if (records == nullptr || *records == '\0') {
+    return ACCINTE_ACTIVITY_DEFAULT_CAPACITY;
+  }
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(records, &end, 10);
+  if (*end != '\0' || value == 0 || value > ACCINTE_ACTIVITY_MAX_CAPACITY) {
+    // NB: a warning, not an error: this runs inside Kineto's start of the
+    // profile, which an exception would leave half started.
+    TORCH_WARN("accinte profiler: ACCINTE_PROFILER_BUFFER_RECORDS must be a "
+               "number of records from 1 to ",
+               ACCINTE_ACTIVITY_MAX_CAPACITY, ", got '", records,
+               "'; using ", ACCINTE_ACTIVITY_DEFAULT_CAPACITY);
+    return ACCINTE_ACTIVITY_DEFAULT_CAPACITY;
+  }
+  return static_cast<size_t>(value);
+}
+
+void ActivityProfilerSession::drain() {
+  std::unique_lock<std::mutex> lock(drainMutex_);
+  while (!drainWake_.wait_for(lock, std::chrono::milliseconds(20),
+                              [this] { return stopping_; })) {
+    takeRecords();
+  }
+}
+
+void ActivityProfilerSession::stopDrain() {
+  {
+    std::lock_guard<std::mutex> lock(drainMutex_);
+    stopping_ = true;
+  }
+  drainWake_.notify_one();
+  if (drainer_.joinable()) {
+    drainer_.join();
+  }
+}
 
 void ActivityProfilerSession::takeRecords() {
   constexpr size_t kBatch = 4096;
@@ -141,13 +199,6 @@ void ActivityProfilerSession::takeRecords() {
       break;
     }
   } while (taken == kBatch);
-  accinteActivityGetDropped(&dropped_);
-  if (dropped_ > 0) {
-    errors_.push_back(fmt::format(
-        "accinte profiler: {} device activities were dropped: the runtime "
-        "keeps at most {} records per profile; profile fewer steps",
-        dropped_, ACCINTE_ACTIVITY_DEFAULT_CAPACITY));
-  }
 }
 
 std::vector<std::string> ActivityProfilerSession::errors() {

@@ -23,12 +23,14 @@
 
 #include <IActivityProfiler.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -112,6 +114,14 @@ class ActivityProfilerSession final
     int device;
   };
 
+  /** The runtime's buffer, in records: ACCINTE_PROFILER_BUFFER_RECORDS, or
+   * the runtime's default. */
+  static size_t bufferCapacity();
+  /** The drain thread's loop: takes the records every 20 ms. */
+  void drain();
+  /** Ends the drain thread. */
+  void stopDrain();
+  /** Moves the runtime's records into `records_`. */
   void takeRecords();
   void logDeviceRows(libkineto::ActivityLogger& logger, int64_t time) const;
   libkineto::GenericTraceActivity& addActivity(
@@ -124,8 +134,14 @@ class ActivityProfilerSession final
   bool recording_ = false;
   ClockConverter clock_;
   std::vector<accinteActivityRecord> records_;
-  uint64_t dropped_ = 0;
   std::vector<std::string> errors_;
+
+  /** Empties the runtime's buffer into `records_` while recording; the only
+   * thread that touches `records_` and `errors_` until stop() joins it. */
+  std::thread drainer_;
+  std::mutex drainMutex_;
+  std::condition_variable drainWake_;
+  bool stopping_ = false;
   std::map<uintptr_t, StreamRow> streams_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
 
