@@ -344,3 +344,20 @@ def test_a_bad_buffer_size_is_named_and_the_default_used():
     assert "ACCINTE_PROFILER_BUFFER_RECORDS must be a number of records" in result.stderr
     assert "got 'lots'" in result.stderr
     assert result.stdout.split()[-1] == "1"
+
+
+def test_the_profiler_without_kineto_times_operators_with_device_events(accinte):
+    # use_kineto=False: PyTorch records a device event on the current
+    # stream as each operator starts and ends (the PrivateUse1 profiler
+    # stubs), as CUDA's legacy profiler does with CUDA events.
+    a = torch.randn(256, 256, device=accinte)
+    torch.accinte.synchronize()
+    with torch.autograd.profiler.profile(use_device="accinte", use_kineto=False) as prof:
+        for _ in range(3):
+            a = a @ a / 256
+        torch.accinte.synchronize()
+    mm = {e.key: e for e in prof.key_averages()}["aten::mm"]
+    assert mm.count == 3
+    assert mm.device_time_total > 0
+    # NB: the events are timing only: a failure of the profiled work still
+    # reaches the user's own synchronize (test_an_asynchronous_failure...).

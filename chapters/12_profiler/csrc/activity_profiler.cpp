@@ -2,12 +2,17 @@
 
 #include <12_profiler/csrc/activity_profiler.h>
 
+#include <01_minimal_ops/csrc/exception.h>
+#include <01_minimal_ops/csrc/runtime.h>
+
 #include <accinte/runtime.h>
 
 #include <c10/util/Exception.h>
+#include <c10/util/ApproximateClock.h>
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <fmt/format.h>
 
@@ -501,5 +506,91 @@ ActivityProfiler::configure(int64_t startTimeMs, int64_t durationMs,
 // factory to Kineto when Kineto starts, or at once if it already has.
 REGISTER_PRIVATEUSE1_PROFILER(ActivityProfiler);
 // LITERALINCLUDE END: CH12_PROFILER
+
+// ---------------------------------------------------------------------------
+// Event timing, for the profiler without Kineto
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// LITERALINCLUDE START: CH12_STUBS
+/**
+ * What PyTorch's profiler calls when it times operators with device events
+ * instead of collecting activities: `use_kineto=False`
+ * (ProfilerState.KINETO_PRIVATEUSE1_FALLBACK), CUDA's legacy mode. Each
+ * operator records an event on the current stream as it starts and as it
+ * ends; the time between the two is the operator's device time.
+ */
+class EventStubs final : public torch::profiler::impl::ProfilerStubs {
+ public:
+  void record(c10::DeviceIndex* device,
+              torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    const c10::DeviceIndex current = currentDevice();
+    if (device != nullptr) {
+      *device = current;
+    }
+    // NB: created so that waiting for it never takes a failure of the
+    // profiled work from the user's own synchronize.
+    accinteEvent_t raw = nullptr;
+    ACCINTE_CHECK(
+        accinteEventCreateWithFlags(&raw, accinteEventDisableFailureReport));
+    *event = std::shared_ptr<void>(
+        raw, [](void* e) { accinteEventDestroy(static_cast<accinteEvent_t>(e)); });
+    if (cpu_ns != nullptr) {
+      *cpu_ns = c10::getTime();
+    }
+    ACCINTE_CHECK(
+        accinteEventRecord(raw, nativeStream(currentStream(current))));
+  }
+
+  float elapsed(
+      const torch::profiler::impl::ProfilerVoidEventStub* start,
+      const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
+    auto* first = static_cast<accinteEvent_t>(start->get());
+    auto* second = static_cast<accinteEvent_t>(end->get());
+    ACCINTE_CHECK(accinteEventSynchronize(first));
+    ACCINTE_CHECK(accinteEventSynchronize(second));
+    float milliseconds = 0;
+    ACCINTE_CHECK(accinteEventElapsedTime(&milliseconds, first, second));
+    return milliseconds * 1000; // PyTorch expects microseconds
+  }
+
+  // NB: CUDA's stubs forward these to NVTX. The emulator's kernel name stack
+  // is the nearest thing: kernels launched inside a range take its name.
+  void mark(const char* name) const override {}
+  void rangePush(const char* name) const override {
+    ACCINTE_CHECK(accinteActivityPushName(name));
+  }
+  void rangePop() const override {
+    ACCINTE_CHECK(accinteActivityPopName());
+  }
+
+  bool enabled() const override {
+    return true;
+  }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    for (c10::DeviceIndex device = 0; device < deviceCountOrZero(); ++device) {
+      const c10::DeviceIndex previous = exchangeDevice(device);
+      op(device);
+      setDevice(previous);
+    }
+  }
+
+  void synchronize() const override {
+    synchronizeDevice(currentDevice());
+  }
+};
+
+// NB: PyTorch keeps a pointer to the stubs for the life of the process.
+const bool event_stubs_registered = [] {
+  static EventStubs stubs;
+  torch::profiler::impl::registerPrivateUse1Methods(&stubs);
+  return true;
+}();
+// LITERALINCLUDE END: CH12_STUBS
+
+} // namespace
 
 } // namespace accinte::profiler
