@@ -320,7 +320,7 @@ class AccintePluggableAllocator(_AccinteAllocator):
         super().__init__(_C._pluggable_allocator(alloc_fn, free_fn))
 
 
-def change_current_allocator(allocator: _AccinteAllocator) -> None:
+def change_current_allocator(allocator: "AccintePluggableAllocator") -> None:
     """Makes ``allocator`` allocate every later tensor instead of the caching
     allocator, as ``torch.cuda.memory.change_current_allocator``: only
     before the caching allocator has allocated anything in the process."""
@@ -349,7 +349,7 @@ class MemPool(_C._MemPool):
     ``no_split`` are not supported.
     """
 
-    def __init__(self, allocator: Optional[_AccinteAllocator] = None,
+    def __init__(self, allocator: Optional[AccintePluggableAllocator] = None,
                  use_on_oom: bool = False, no_split: bool = False):
         if use_on_oom or no_split:
             raise NotImplementedError(
