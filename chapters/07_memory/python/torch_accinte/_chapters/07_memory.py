@@ -346,7 +346,8 @@ class MemPool(_C._MemPool):
 
     ``allocator`` (an :class:`AccintePluggableAllocator`) reserves the
     pool's segments instead of ``accinteMalloc``. CUDA's ``use_on_oom`` and
-    ``no_split`` are not supported.
+    ``no_split`` are not supported. With the cache switched off
+    (:func:`caching_allocator_enable`), allocations bypass pools too.
     """
 
     def __init__(self, allocator: Optional[AccintePluggableAllocator] = None,
