@@ -286,3 +286,14 @@ def test_an_allocator_out_of_memory_raises(library, clean_cache):
         with torch.accinte.use_mem_pool(pool):
             torch.empty(10, device="accinte")
     assert pool.use_count() == 1
+
+
+def test_a_switched_off_cache_bypasses_the_pool(clean_cache):
+    pool = torch.accinte.MemPool()
+    with torch.accinte.caching_allocator_disabled():
+        with torch.accinte.use_mem_pool(pool):
+            x = torch.ones(1000, device="accinte")
+    assert pool.snapshot() == []
+    assert segment_holding(x.data_ptr()) is None  # outside every segment
+    assert x.sum().item() == 1000.0
+    del x, pool
