@@ -169,7 +169,7 @@ nitpick_ignore = [
 # Standard C types and PyTorch's C++ API: documented elsewhere, and there is
 # no Sphinx inventory of PyTorch's C++ API to link to.
 nitpick_ignore_regex = [
-    ("cpp:identifier", r"(size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
+    ("cpp:identifier", r"(s?size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
     ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11)(::.*)?"),
 ]
 

@@ -79,7 +79,8 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120):
 def _global_state() -> dict:
     """What a test must leave as it found it: the current device, each
     device's current stream, autocast, the random seeds, the sync debug mode,
-    the caching allocator's switch and memory caps, and whether the emulator
+    the caching allocator's switch, memory caps and the memory pools routing
+    this thread's allocations (``use_mem_pool``), and whether the emulator
     is tracing activities (no profile left running)."""
     count = torch.accinte.device_count()
     state = {
@@ -101,6 +102,10 @@ def _global_state() -> dict:
         state["caching allocator enabled"] = _C._caching_allocator_is_enabled()
         state["memory fractions"] = [
             torch.accinte.get_per_process_memory_fraction(i) for i in range(count)]
+    if hasattr(torch.accinte, "use_mem_pool"):  # chapter 07
+        from torch_accinte import _C
+
+        state["memory pool routes"] = [_C._mem_pool_routes(i) for i in range(count)]
     return state
 
 
@@ -142,6 +147,13 @@ def leaves_no_state_behind():
             torch.accinte.caching_allocator_enable(before["caching allocator enabled"])
             for i, fraction in enumerate(before["memory fractions"]):
                 torch.accinte.set_per_process_memory_fraction(fraction, i)
+        if "memory pool routes" in before:
+            from torch_accinte import _C
+
+            for i, routes in enumerate(after["memory pool routes"]):
+                for pool_id in reversed(routes):
+                    _C._end_allocate_to_pool(i, pool_id)
+                    _C._release_pool(i, pool_id)
         for device, enabled, dtype in before["autocast"]:
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, dtype)

@@ -132,17 +132,25 @@ APPLICABLE = {
     "ipc_collect": None,
 }
 
+#: Applicable names whose ``torch.accinte`` counterpart is named after the
+#: device rather than after CUDA.
+RENAMED = {
+    "CUDAPluggableAllocator": "AccintePluggableAllocator",
+}
+
+
+def counterpart(name: str) -> str:
+    """The name of ``torch.cuda.NAME``'s counterpart on ``torch.accinte``."""
+    return RENAMED.get(name, name)
+
+
 #: Applicable names ``torch.accinte`` does not have yet: issue #30.
 MISSING = frozenset({
-    "CUDAPluggableAllocator",
-    "MemPool",
-    "change_current_allocator",
     "clock_rate",
     "ipc_collect",
     "memory_usage",
     "power_draw",
     "temperature",
-    "use_mem_pool",
     "utilization",
 })
 
@@ -219,6 +227,7 @@ def _check() -> None:
         for second in groups[i + 1:]:
             assert not first & second, f"classified twice: {sorted(first & second)}"
     assert MISSING <= APPLICABLE.keys(), sorted(MISSING - APPLICABLE.keys())
+    assert RENAMED.keys() <= APPLICABLE.keys(), sorted(RENAMED.keys() - APPLICABLE.keys())
     assert set(CUDA_ONLY.values()) <= REASONS.keys()
 
 

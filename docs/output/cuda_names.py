@@ -18,13 +18,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import cuda_names  # noqa: E402
 
 applicable = sorted(cuda_names.APPLICABLE.items(), key=lambda item: item[0].lower())
-present = [name for name, _ in applicable if hasattr(torch.accinte, name)]
+present = [name for name, _ in applicable
+           if hasattr(torch.accinte, cuda_names.counterpart(name))]
 print(f"{len(present)} of the {len(applicable)} names that apply to any accelerator "
       "are on `torch.accinte`:\n")
 print("| `torch.cuda` | `torch.accinte` | Chapter |")
 print("| --- | --- | --- |")
 for name, chapter in applicable:
-    counterpart = f"`torch.accinte.{name}`" if hasattr(torch.accinte, name) \
+    ours = cuda_names.counterpart(name)
+    counterpart = f"`torch.accinte.{ours}`" if hasattr(torch.accinte, ours) \
         else "missing ([issue #30](#what-is-missing))"
     where = f"{{doc}}`{chapter[:2]} <../chapters/{chapter}/README>`" if chapter else "none yet"
     print(f"| `{name}` | {counterpart} | {where} |")

@@ -17,10 +17,12 @@
 #include <atomic>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -71,6 +73,7 @@ size_t segmentSize(size_t block_size) {
 // LITERALINCLUDE END: CH07_SIZE_CLASSES
 
 struct BlockPool;
+struct PrivatePool;
 
 // LITERALINCLUDE START: CH07_BLOCK
 /**
@@ -125,11 +128,35 @@ struct BlockOrder {
 };
 
 struct BlockPool {
-  explicit BlockPool(bool small) : small(small) {}
+  explicit BlockPool(bool small, PrivatePool* owner = nullptr)
+      : small(small), owner(owner) {}
   std::set<Block*, BlockOrder> blocks;
   const bool small;
+  // The private pool (MemPool) this is one half of; nullptr for the
+  // device's general pools.
+  PrivatePool* const owner;
 };
 // LITERALINCLUDE END: CH07_BLOCK
+
+// LITERALINCLUDE START: CH07_PRIVATE_POOL
+/** A MemPool's blocks on one device: a small and a large pool of its own,
+ * which no allocation outside the pool looks into. */
+struct PrivatePool {
+  PrivatePool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocator> alloc)
+      : id(id), allocator(std::move(alloc)) {}
+  const c10::MempoolId_t id;
+  BlockPool small_pool{true, this};
+  BlockPool large_pool{false, this};
+  // The MemPool object and each use_mem_pool block routing to it; at 0 the
+  // pool's segments may go back to the device.
+  int use_count = 1;
+  // Segments reserved and not yet released: the pool is forgotten only
+  // once it has none, since blocks point to it.
+  size_t segments = 0;
+  // Where the segments come from (nullptr: accinteMalloc).
+  const std::shared_ptr<PluggableAllocator> allocator;
+};
+// LITERALINCLUDE END: CH07_PRIVATE_POOL
 
 /** Everything the allocator keeps for one device, under one mutex. */
 struct DeviceState {
@@ -143,6 +170,18 @@ struct DeviceState {
   // The cap of set_per_process_memory_fraction on reserved bytes.
   double fraction = 1.0;
   size_t allowed_max = std::numeric_limits<size_t>::max();
+  // The private pools of this device by id, and the threads whose
+  // allocations are routed to one, in the order the routes began.
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> pools;
+  std::vector<std::pair<c10::MempoolId_t, std::thread::id>> routes;
+};
+
+/** What the deleter of a pluggable allocator's memory needs to free it. */
+struct PluggableBlock {
+  size_t size;
+  c10::DeviceIndex device;
+  accinteStream_t stream;
+  PluggableAllocator* allocator;
 };
 
 class CachingDeviceAllocator final : public c10::DeviceAllocator {
@@ -160,6 +199,10 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &CachingDeviceAllocator::deleteBlock, where};
     }
+    if (PluggableAllocator* pluggable = pluggable_.load()) {
+      return allocatePluggable(pluggable, nbytes, where);
+    }
+    used_.store(true);
     if (!enabled_.load(std::memory_order_relaxed)) {
       return allocateUncached(nbytes, where);
     }
@@ -173,7 +216,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
     processEvents(state); // LITERALINCLUDE EMPHASIZE
-    BlockPool& pool = size <= kSmallSize ? state.small_pool : state.large_pool;
+    // LITERALINCLUDE EMPHASIZE NEXT 4
+    PrivatePool* routed = routedPool(state);
+    BlockPool& pool = size <= kSmallSize
+                          ? (routed ? routed->small_pool : state.small_pool)
+                          : (routed ? routed->large_pool : state.large_pool);
     // LITERALINCLUDE EMPHASIZE NEXT
     Block* block = takeFreeBlock(state, pool, stream, size);
     if (block == nullptr) {
@@ -224,12 +271,18 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   // LITERALINCLUDE START: CH07_EMPTY_CACHE
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+  void emptyCache(c10::MempoolId_t mempool_id) override {
     for (c10::DeviceIndex device = 0; device < deviceCountOrZero(); ++device) {
       DeviceState& state = *states_[device];
       std::lock_guard<std::mutex> lock(state.mutex);
       synchronizeEvents(state);
-      releaseCachedSegments(state);
+      // NB: {0, 0}, the default, names the general pools; another id one
+      // private pool, released only once nothing references it.
+      if (mempool_id == c10::MempoolId_t{0, 0}) {
+        releaseCachedSegments(state);
+      } else {
+        releaseUnusedPool(state, mempool_id);
+      }
     }
   }
   // LITERALINCLUDE END: CH07_EMPTY_CACHE
@@ -255,6 +308,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     checkDeviceIndex(device);
+    TORCH_CHECK(pluggable_.load() == nullptr,
+                "accinte: the allocator set by change_current_allocator keeps "
+                "no memory statistics (the caching allocator does)");
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
     return state.stats;
@@ -301,15 +357,144 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   void rawDelete(void* ptr) {
     if (ptr != nullptr && findBlock(ptr, /*erase=*/false) == nullptr) {
       bool uncached = false;
+      bool pluggable = false;
       {
         std::lock_guard<std::mutex> lock(blocks_mutex_);
         uncached = uncached_.count(ptr) != 0;
+        pluggable = pluggable_blocks_.count(ptr) != 0;
       }
-      TORCH_CHECK(uncached, "invalid device pointer: ", ptr);
-      deleteUncached(ptr);
+      TORCH_CHECK(uncached || pluggable, "invalid device pointer: ", ptr);
+      pluggable ? deletePluggable(ptr) : deleteUncached(ptr);
       return;
     }
     deleteBlock(ptr);
+  }
+
+  // LITERALINCLUDE START: CH07_PLUGGABLE
+  /** Hands every later allocation to `allocator`; refused once the cache
+   * has allocated, as its blocks could not be told apart from the new
+   * allocator's memory any more. */
+  void changeCurrentAllocator(std::shared_ptr<PluggableAllocator> allocator) {
+    TORCH_CHECK_VALUE(allocator != nullptr && allocator->alloc != nullptr &&
+                          allocator->free != nullptr,
+                      "change_current_allocator: the allocator needs both an "
+                      "alloc and a free function");
+    TORCH_CHECK(!used_.load(),
+                "change_current_allocator: the caching allocator has already "
+                "allocated device memory in this process; the allocator can "
+                "only be changed before the first allocation");
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    // NB: kept for the rest of the process: tensors of an earlier choice
+    // free through it.
+    pluggable_.store(allocator.get());
+    pluggable_keep_.push_back(std::move(allocator));
+  }
+
+  /** One call of the pluggable allocator's alloc function per tensor;
+   * the deleter calls its free function with the same size, device and
+   * stream. */
+  c10::DataPtr allocatePluggable(PluggableAllocator* allocator, size_t nbytes,
+                                 c10::Device where) {
+    const c10::DeviceIndex device = where.index();
+    accinteStream_t stream = nativeStream(currentStream(device));
+    // LITERALINCLUDE EMPHASIZE NEXT
+    void* ptr = allocator->alloc(static_cast<ssize_t>(nbytes), device, stream);
+    TORCH_CHECK_WITH(OutOfMemoryError, ptr != nullptr,
+                     "accinte out of memory: the allocator set by "
+                     "change_current_allocator returned NULL for ",
+                     nbytes, " bytes on device ", static_cast<int>(device));
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      pluggable_blocks_.emplace(
+          ptr, PluggableBlock{nbytes, device, stream, allocator});
+    }
+    return {ptr, ptr, &CachingDeviceAllocator::deletePluggable, where};
+  }
+  // LITERALINCLUDE END: CH07_PLUGGABLE
+
+  std::string backend() const {
+    return pluggable_.load() != nullptr ? "pluggable" : "native";
+  }
+
+  // LITERALINCLUDE START: CH07_POOL_ROUTES
+  /** Creates pool `id` on `device`, or takes one more reference to it. */
+  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                          std::shared_ptr<PluggableAllocator> allocator) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto& pool = state.pools[id];
+    if (pool == nullptr) {
+      pool = std::make_unique<PrivatePool>(id, std::move(allocator));
+    } else {
+      // NB: may revive a pool whose references were all dropped while
+      // some of its blocks were still in use.
+      ++pool->use_count;
+    }
+  }
+
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                           std::shared_ptr<PluggableAllocator> allocator) {
+    TORCH_CHECK(pluggable_.load() == nullptr,
+                "use_mem_pool: memory pools belong to the caching allocator, "
+                "and change_current_allocator replaced it");
+    createOrIncrefPool(device, id, std::move(allocator));
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    // LITERALINCLUDE EMPHASIZE NEXT
+    state.routes.emplace_back(id, std::this_thread::get_id());
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    const auto it = std::find_if(
+        state.routes.begin(), state.routes.end(), [&](const auto& route) {
+          return route.first == id &&
+                 route.second == std::this_thread::get_id();
+        });
+    TORCH_CHECK(it != state.routes.end(), "end of use_mem_pool: pool (",
+                id.first, ", ", id.second,
+                ") routes no allocations of this "
+                "thread on device ",
+                static_cast<int>(device));
+    state.routes.erase(it);
+  }
+
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    const auto it = state.pools.find(id);
+    TORCH_INTERNAL_ASSERT(it != state.pools.end() && it->second->use_count > 0,
+                          "releasing a memory pool nobody holds");
+    if (--it->second->use_count == 0) { // LITERALINCLUDE EMPHASIZE
+      synchronizeEvents(state);
+      releaseUnusedPool(state, id); // LITERALINCLUDE EMPHASIZE
+    }
+  }
+  // LITERALINCLUDE END: CH07_POOL_ROUTES
+
+  int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    const auto it = state.pools.find(id);
+    return it == state.pools.end() ? 0 : it->second->use_count;
+  }
+
+  std::vector<c10::MempoolId_t> poolRoutes(c10::DeviceIndex device) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    std::vector<c10::MempoolId_t> ids;
+    for (const auto& [id, thread] : state.routes) {
+      if (thread == std::this_thread::get_id()) {
+        ids.push_back(id);
+      }
+    }
+    return ids;
   }
 
   // LITERALINCLUDE START: CH07_ENABLE
@@ -367,6 +552,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       for (BlockPool* pool : {&state.small_pool, &state.large_pool}) {
         std::for_each(pool->blocks.begin(), pool->blocks.end(), note);
       }
+      for (const auto& [id, priv] : state.pools) {
+        for (BlockPool* pool : {&priv->small_pool, &priv->large_pool}) {
+          std::for_each(pool->blocks.begin(), pool->blocks.end(), note);
+        }
+      }
       for (const auto& [event, block] : state.pending) {
         note(block);
       }
@@ -421,6 +611,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH07_PROFILER
 
+  /** The private pool serving the calling thread, nullptr if none does.
+   * NB: the first route that matches wins, as on CUDA, so an inner
+   * use_mem_pool of the same thread does not take over from an outer one. */
+  static PrivatePool* routedPool(DeviceState& state) {
+    if (state.routes.empty()) {
+      return nullptr;
+    }
+    const std::thread::id self = std::this_thread::get_id();
+    for (const auto& [id, thread] : state.routes) {
+      if (thread == self) {
+        return state.pools.at(id).get();
+      }
+    }
+    return nullptr;
+  }
+
   static bool shouldSplit(const Block& block, size_t size) {
     const size_t rest = block.size - size;
     return block.pool->small ? rest >= kMinBlockSize : rest > kSmallSize;
@@ -474,13 +680,13 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
                     size_t requested) {
     const size_t nbytes = segmentSize(size);
     void* ptr = nullptr;
-    accinteError_t status = reserve(state, &ptr, nbytes);
+    accinteError_t status = reserve(state, pool, stream, &ptr, nbytes);
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_alloc_retries;
       // LITERALINCLUDE EMPHASIZE NEXT 3
       synchronizeEvents(state);
       releaseCachedSegments(state);
-      status = reserve(state, &ptr, nbytes);
+      status = reserve(state, pool, stream, &ptr, nbytes);
     }
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_ooms;
@@ -502,6 +708,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
     ACCINTE_CHECK(status);
     ++state.stats.num_device_alloc;
+    if (pool.owner != nullptr) {
+      ++pool.owner->segments;
+    }
     update(state, pool, &DeviceStats::segment, 1);
     update(state, pool, &DeviceStats::reserved_bytes,
            static_cast<int64_t>(nbytes));
@@ -509,14 +718,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH07_OOM
 
-  /** accinteMalloc of a segment, refused as the device refuses it when
-   * the segment would take the reserved bytes past the process's cap. */
-  static accinteError_t reserve(DeviceState& state, void** ptr, size_t nbytes) {
+  /** accinteMalloc of a segment (or the alloc function of a pool's own
+   * allocator), refused as the device refuses it when the segment would take
+   * the reserved bytes past the process's cap. */
+  static accinteError_t reserve(DeviceState& state, const BlockPool& pool,
+                                c10::Stream stream, void** ptr, size_t nbytes) {
     const auto reserved = static_cast<size_t>(
         state.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)]
             .current);
     if (nbytes > state.allowed_max || reserved > state.allowed_max - nbytes) {
       return accinteErrorMemoryAllocation;
+    }
+    if (pool.owner != nullptr && pool.owner->allocator != nullptr) {
+      *ptr = pool.owner->allocator->alloc(static_cast<ssize_t>(nbytes),
+                                          stream.device_index(),
+                                          nativeStream(stream));
+      return *ptr == nullptr ? accinteErrorMemoryAllocation : accinteSuccess;
     }
     return accinteMalloc(ptr, nbytes);
   }
@@ -536,6 +753,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     segment.device = device;
     segment.address = reinterpret_cast<uintptr_t>(head->ptr);
     segment.segment_type = head->pool->small ? "small" : "large";
+    segment.pool_id = head->pool->owner != nullptr ? head->pool->owner->id
+                                                   : c10::MempoolId_t{0, 0};
     try {
       segment.stream = reinterpret_cast<uintptr_t>(nativeStream(head->stream));
     } catch (const c10::Error&) {
@@ -561,32 +780,79 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return segment;
   }
 
-  /** Returns every cached segment that is not split to the device. */
+  // LITERALINCLUDE START: CH07_RELEASE
+  /** Returns every cached segment that is not split to the device: those of
+   * the general pools and of private pools nothing references any more,
+   * which are forgotten once they have no segment left. A private pool
+   * still referenced keeps its segments. */
   static void releaseCachedSegments(DeviceState& state) {
-    for (BlockPool* pool : {&state.small_pool, &state.large_pool}) {
-      std::vector<Block*> whole;
-      for (Block* block : pool->blocks) {
-        if (!block->isSplit()) {
-          whole.push_back(block);
-        }
+    releaseWholeBlocks(state, state.small_pool);
+    releaseWholeBlocks(state, state.large_pool);
+    std::vector<c10::MempoolId_t> unused;
+    for (const auto& [id, pool] : state.pools) {
+      if (pool->use_count == 0) { // LITERALINCLUDE EMPHASIZE
+        unused.push_back(id);
       }
-      for (Block* block : whole) {
-        eraseFree(state, block);
+    }
+    for (const c10::MempoolId_t& id : unused) {
+      releaseUnusedPool(state, id);
+    }
+  }
+
+  /** Releases the cached segments of private pool `id` if nothing
+   * references it, and forgets it once it has none left. */
+  static void releaseUnusedPool(DeviceState& state, c10::MempoolId_t id) {
+    const auto it = state.pools.find(id);
+    if (it == state.pools.end() || it->second->use_count > 0) {
+      return;
+    }
+    releaseWholeBlocks(state, it->second->small_pool);
+    releaseWholeBlocks(state, it->second->large_pool);
+    if (it->second->segments == 0) { // LITERALINCLUDE EMPHASIZE
+      state.pools.erase(it);
+    }
+  }
+
+  static void releaseWholeBlocks(DeviceState& state, BlockPool& pool) {
+    std::vector<Block*> whole;
+    for (Block* block : pool.blocks) {
+      if (!block->isSplit()) {
+        whole.push_back(block);
+      }
+    }
+    for (Block* block : whole) {
+      eraseFree(state, block);
+      PrivatePool* owner = pool.owner;
+      if (owner != nullptr && owner->allocator != nullptr) {
+        accinteStream_t stream = nullptr;
+        try {
+          stream = nativeStream(block->stream);
+        } catch (const c10::Error&) {
+          stream = nullptr; // NB: not a live stream any more
+        }
+        owner->allocator->free(block->ptr, static_cast<ssize_t>(block->size),
+                               block->device, stream);
+      } else {
         // NB: accinteFree waits for the whole device, as cudaFree does; it
-        // is only reached from empty_cache and the out-of-memory path.
+        // is only reached from empty_cache, the out-of-memory path and the
+        // end of a memory pool.
         const accinteError_t status = accinteFree(block->ptr);
         if (status != accinteSuccess) {
           TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
                           accinteGetErrorString(status));
         }
-        ++state.stats.num_device_free;
-        update(state, *pool, &DeviceStats::segment, -1);
-        update(state, *pool, &DeviceStats::reserved_bytes,
-               -static_cast<int64_t>(block->size));
-        delete block;
       }
+      if (owner != nullptr) {
+        --owner->segments;
+      }
+      ++state.stats.num_device_free;
+      update(state, pool, &DeviceStats::segment, -1);
+      update(state, pool, &DeviceStats::reserved_bytes,
+             -static_cast<int64_t>(block->size));
+      delete block;
     }
   }
+  // LITERALINCLUDE END: CH07_RELEASE
 
   static void deleteUncached(void* ptr) {
     CachingDeviceAllocator& self = instance();
@@ -600,6 +866,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
                       accinteGetErrorString(status));
     }
+  }
+
+  static void deletePluggable(void* ptr) {
+    CachingDeviceAllocator& self = instance();
+    PluggableBlock block{};
+    {
+      std::lock_guard<std::mutex> lock(self.blocks_mutex_);
+      const auto it = self.pluggable_blocks_.find(ptr);
+      TORCH_INTERNAL_ASSERT(it != self.pluggable_blocks_.end(),
+                            "accinte: freeing a pointer the pluggable "
+                            "allocator did not allocate");
+      block = std::move(it->second);
+      self.pluggable_blocks_.erase(it);
+    }
+    block.allocator->free(ptr, static_cast<ssize_t>(block.size), block.device,
+                          block.stream);
   }
 
   // LITERALINCLUDE START: CH07_FREE
@@ -750,7 +1032,14 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   std::unordered_map<void*, Block*> allocated_blocks_;
   // Memory allocated while the cache was switched off.
   std::unordered_set<void*> uncached_;
+  // Memory of the pluggable allocator, with what its free function takes.
+  std::unordered_map<void*, PluggableBlock> pluggable_blocks_;
   std::atomic<bool> enabled_{true};
+  // Whether the caching allocator has allocated (then the allocator can no
+  // longer be changed), and the allocator change_current_allocator set.
+  std::atomic<bool> used_{false};
+  std::atomic<PluggableAllocator*> pluggable_{nullptr};
+  std::vector<std::shared_ptr<PluggableAllocator>> pluggable_keep_;
 };
 
 // LITERALINCLUDE START: CH07_REGISTER
@@ -792,5 +1081,64 @@ bool cachingAllocatorEnabled() {
 
 std::vector<SegmentSnapshot> memorySnapshot() {
   return CachingDeviceAllocator::instance().snapshot();
+}
+
+void changeCurrentAllocator(std::shared_ptr<PluggableAllocator> allocator) {
+  CachingDeviceAllocator::instance().changeCurrentAllocator(
+      std::move(allocator));
+}
+
+std::string allocatorBackend() {
+  return CachingDeviceAllocator::instance().backend();
+}
+
+namespace {
+// NB: ids {0, n} from 1, as CUDA's user-created pools; {0, 0} is the
+// general pools.
+std::atomic<c10::CaptureId_t> next_pool_id{1};
+} // namespace
+
+MemPool::MemPool(std::shared_ptr<PluggableAllocator> allocator)
+    : id_{0, next_pool_id++},
+      device_(currentDevice()),
+      allocator_(std::move(allocator)) {
+  CachingDeviceAllocator::instance().createOrIncrefPool(device_, id_,
+                                                        allocator_);
+}
+
+MemPool::~MemPool() {
+  // NB: a destructor must not throw; the pool is in the allocator's table
+  // since the constructor put it there.
+  try {
+    CachingDeviceAllocator::instance().releasePool(device_, id_);
+  } catch (const c10::Error& error) {
+    TORCH_WARN("accinte: releasing a memory pool failed: ", error.what());
+  }
+}
+
+int MemPool::useCount() const {
+  return CachingDeviceAllocator::instance().poolUseCount(device_, id_);
+}
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                         std::shared_ptr<PluggableAllocator> allocator) {
+  CachingDeviceAllocator::instance().beginAllocateToPool(device, id,
+                                                         std::move(allocator));
+}
+
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  CachingDeviceAllocator::instance().endAllocateToPool(device, id);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  CachingDeviceAllocator::instance().releasePool(device, id);
+}
+
+int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return CachingDeviceAllocator::instance().poolUseCount(device, id);
+}
+
+std::vector<c10::MempoolId_t> poolRoutes(c10::DeviceIndex device) {
+  return CachingDeviceAllocator::instance().poolRoutes(device);
 }
 } // namespace accinte

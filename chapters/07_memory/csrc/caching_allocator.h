@@ -3,17 +3,22 @@
 /**
  * @file
  * What chapter 07's caching device allocator offers beyond
- * `c10::DeviceAllocator`: the per-process memory cap, raw allocations and a
- * snapshot of its segments, for the `torch.accinte` functions of the same
- * names as `torch.cuda`'s.
+ * `c10::DeviceAllocator`: the per-process memory cap, raw allocations, a
+ * snapshot of its segments, private memory pools and a pluggable allocator,
+ * for the `torch.accinte` functions of the same names as `torch.cuda`'s.
  */
 
 #include <accinte/export.h>
+#include <accinte/runtime.h>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +86,9 @@ struct SegmentSnapshot {
   uintptr_t stream;
   /** "small" or "large": the pool of the segment. */
   std::string segment_type;
+  /** The private pool (MemPool) the segment belongs to; {0, 0} for the
+   * allocator's general pools. */
+  c10::MempoolId_t pool_id;
   /** Its blocks, in address order. */
   std::vector<BlockSnapshot> blocks;
 };
@@ -88,5 +96,95 @@ struct SegmentSnapshot {
 /** Every segment the caching allocator holds, of every device, ordered by
  * device and address. */
 ACCINTE_EXPORT std::vector<SegmentSnapshot> memorySnapshot();
+
+/**
+ * Device memory functions of a shared library, as `CUDAPluggableAllocator`
+ * takes them: `alloc` returns `size` bytes of device memory of `device`
+ * for use on `stream` (nullptr when it has none), `free` takes back what
+ * `alloc` returned, with the same size, device and stream.
+ */
+struct PluggableAllocator {
+  /** Allocates device memory; nullptr means out of memory. */
+  void* (*alloc)(ssize_t size, int device, accinteStream_t stream);
+  /** Frees memory of `alloc`. */
+  void (*free)(void* ptr, ssize_t size, int device, accinteStream_t stream);
+};
+
+/**
+ * Makes `allocator` allocate every tensor from now on instead of the caching
+ * allocator, as `torch.cuda.memory.change_current_allocator`: no cache, no
+ * statistics, no pools. Raises once the caching allocator has allocated.
+ */
+ACCINTE_EXPORT void changeCurrentAllocator(
+    std::shared_ptr<PluggableAllocator> allocator);
+
+/** "native" (the caching allocator) or "pluggable" (after
+ * changeCurrentAllocator()). */
+ACCINTE_EXPORT std::string allocatorBackend();
+
+/**
+ * A private pool of the caching allocator, as `c10::cuda::MemPool`: its id
+ * names the pool while allocations of a thread are routed to it
+ * (beginAllocateToPool()). Its blocks serve no allocation outside the pool,
+ * and the pool's blocks none outside; the pool's cached segments go back to
+ * the device once the object is destroyed and its tensors are freed.
+ */
+class ACCINTE_EXPORT MemPool {
+ public:
+  /** A new pool on the current device, whose segments come from
+   * `allocator` if one is given (else from accinteMalloc). */
+  explicit MemPool(std::shared_ptr<PluggableAllocator> allocator = nullptr);
+  ~MemPool();
+  MemPool(const MemPool&) = delete;
+  MemPool& operator=(const MemPool&) = delete;
+
+  /** {0, n}: n counts the pools of the process from 1. */
+  c10::MempoolId_t id() const {
+    return id_;
+  }
+  /** The device the pool was made on. */
+  c10::DeviceIndex device() const {
+    return device_;
+  }
+  /** Where the pool's segments come from (nullptr: accinteMalloc). */
+  const std::shared_ptr<PluggableAllocator>& allocator() const {
+    return allocator_;
+  }
+  /** The references to the pool on its device: this object and each
+   * use_mem_pool block that routes to it. */
+  int useCount() const;
+
+ private:
+  c10::MempoolId_t id_;
+  c10::DeviceIndex device_;
+  std::shared_ptr<PluggableAllocator> allocator_;
+};
+
+/**
+ * Routes the allocations of the calling thread on `device` to the pool `id`
+ * (created on `device` with `allocator` if it has no such pool yet) and
+ * takes a reference to it. While several pools route one thread, the one
+ * routed first serves it, as on CUDA.
+ */
+ACCINTE_EXPORT void beginAllocateToPool(
+    c10::DeviceIndex device, c10::MempoolId_t id,
+    std::shared_ptr<PluggableAllocator> allocator = nullptr);
+
+/** Ends the routing of beginAllocateToPool() (the reference stays). */
+ACCINTE_EXPORT void endAllocateToPool(c10::DeviceIndex device,
+                                      c10::MempoolId_t id);
+
+/** Drops a reference to pool `id` on `device`; at none, the pool's cached
+ * segments go back to the device, the rest once their tensors are freed and
+ * the cache is emptied. */
+ACCINTE_EXPORT void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+
+/** The references to pool `id` on `device` (0 if it has no such pool). */
+ACCINTE_EXPORT int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
+
+/** The pools routing the calling thread's allocations on `device`, oldest
+ * first. */
+ACCINTE_EXPORT std::vector<c10::MempoolId_t> poolRoutes(
+    c10::DeviceIndex device);
 
 } // namespace accinte

@@ -11,6 +11,10 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <pybind11/stl.h>
+
+#include <memory>
+
 namespace accinte::python {
 namespace {
 
@@ -96,13 +100,58 @@ py::list memorySnapshot() {
     entry["requested_size"] = segment.requested_size;
     entry["stream"] = segment.stream;
     entry["segment_type"] = segment.segment_type;
-    entry["segment_pool_id"] = py::make_tuple(0, 0);
+    entry["segment_pool_id"] =
+        py::make_tuple(segment.pool_id.first, segment.pool_id.second);
     entry["is_expandable"] = false;
     entry["frames"] = py::list();
     entry["blocks"] = blocks;
     segments.append(entry);
   }
   return segments;
+}
+
+/** The memory pools and the pluggable allocator: `_MemPool` is the base
+ * class of torch.accinte.MemPool, as torch._C._MemPool is of
+ * torch.cuda.MemPool. */
+void bindPools(py::module_& m) {
+  py::class_<PluggableAllocator, std::shared_ptr<PluggableAllocator>>(
+      m, "_PluggableAllocator",
+      "The alloc and free functions of a shared library.");
+  m.def(
+      "_pluggable_allocator",
+      [](uintptr_t alloc, uintptr_t free) {
+        TORCH_CHECK_VALUE(alloc != 0 && free != 0,
+                          "a pluggable allocator needs the addresses of its "
+                          "alloc and free functions");
+        auto allocator = std::make_shared<PluggableAllocator>();
+        allocator->alloc = reinterpret_cast<decltype(allocator->alloc)>(alloc);
+        allocator->free = reinterpret_cast<decltype(allocator->free)>(free);
+        return allocator;
+      },
+      py::arg("alloc_fn"), py::arg("free_fn"));
+  m.def("_change_current_allocator", &changeCurrentAllocator,
+        py::arg("allocator"));
+  m.def("_allocator_backend", &allocatorBackend);
+  py::class_<MemPool, std::shared_ptr<MemPool>>(m, "_MemPool")
+      .def(py::init<std::shared_ptr<PluggableAllocator>>(),
+           py::arg("allocator") = nullptr)
+      .def_property_readonly("id", &MemPool::id)
+      .def_property_readonly("device", &MemPool::device)
+      .def_property_readonly("allocator", &MemPool::allocator)
+      .def("use_count", &MemPool::useCount);
+  // NB: releasing a pool may wait for the device.
+  m.def(
+      "_begin_allocate_to_pool",
+      [](c10::DeviceIndex device, const MemPool& pool) {
+        beginAllocateToPool(device, pool.id(), pool.allocator());
+      },
+      py::arg("device"), py::arg("pool"));
+  m.def("_end_allocate_to_pool", &endAllocateToPool, py::arg("device"),
+        py::arg("pool_id"));
+  m.def("_release_pool", &releasePool, py::arg("device"), py::arg("pool_id"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_mem_pool_routes", &poolRoutes, py::arg("device"),
+        "The ids of the pools routing this thread's allocations on device.");
 }
 
 // LITERALINCLUDE START: CH07_BIND_STATS
@@ -191,6 +240,7 @@ void bindChapter07(py::module_& m) {
       "_caching_allocator_delete",
       [](uintptr_t ptr) { rawDelete(reinterpret_cast<void*>(ptr)); },
       py::arg("ptr"));
+  bindPools(m);
 }
 // LITERALINCLUDE END: CH07_BIND_STATS
 

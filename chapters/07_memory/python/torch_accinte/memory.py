@@ -3,10 +3,13 @@ submodule name ``torch.cuda.memory`` has (``from torch.accinte.memory import
 memory_stats``)."""
 
 from torch.accinte import (
+    AccintePluggableAllocator,
+    MemPool,
     caching_allocator_alloc,
     caching_allocator_delete,
     caching_allocator_disabled,
     caching_allocator_enable,
+    change_current_allocator,
     empty_cache,
     get_allocator_backend,
     get_per_process_memory_fraction,
@@ -31,13 +34,17 @@ from torch.accinte import (
     reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 
 __all__ = [
+    "AccintePluggableAllocator",
+    "MemPool",
     "caching_allocator_alloc",
     "caching_allocator_delete",
     "caching_allocator_disabled",
     "caching_allocator_enable",
+    "change_current_allocator",
     "empty_cache",
     "get_allocator_backend",
     "get_per_process_memory_fraction",
@@ -62,4 +69,5 @@ __all__ = [
     "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]

@@ -8,6 +8,7 @@ the two agree.
 
 import collections
 import contextlib
+import ctypes
 import os
 import sys
 import warnings
@@ -200,21 +201,25 @@ def max_memory_cached(device: _DeviceLike = None) -> int:
     return max_memory_reserved(device)
 
 
-def memory_snapshot(mempool_id: Optional[tuple] = None) -> list:
+def memory_snapshot(mempool_id: Optional[tuple] = None,
+                    include_traces: bool = True) -> list:
     """The caching allocator's segments of every device, as
     ``torch.cuda.memory_snapshot``: one dict per segment (``device``,
     ``address``, ``total_size``, ``allocated_size``, ``active_size``,
-    ``requested_size``, ``stream``, ``segment_type`` "small" or "large"),
-    with its ``blocks`` in address order (``address``, ``size``,
-    ``requested_size``, ``state``: "active_allocated",
+    ``requested_size``, ``stream``, ``segment_type`` "small" or "large",
+    ``segment_pool_id``: the :class:`MemPool` it belongs to, ``(0, 0)`` for
+    the general pools), with its ``blocks`` in address order (``address``,
+    ``size``, ``requested_size``, ``state``: "active_allocated",
     "active_pending_free" or "inactive").
 
-    No call stacks are recorded (``frames`` are empty), and there are no
-    memory pools, so ``mempool_id`` must be ``None``.
+    With ``mempool_id``, only the segments of that pool. No call stacks are
+    recorded (``frames`` are empty, whatever ``include_traces`` says).
     """
-    if mempool_id is not None:
-        raise ValueError("accinte has no memory pools: mempool_id must be None")
-    return _C._memory_snapshot()
+    segments = _C._memory_snapshot()
+    if mempool_id is None:
+        return segments
+    wanted = tuple(mempool_id)
+    return [segment for segment in segments if segment["segment_pool_id"] == wanted]
 
 
 def host_memory_stats_as_nested_dict() -> dict[str, Any]:
@@ -276,8 +281,119 @@ def list_gpu_processes(device: _DeviceLike = None) -> str:
 
 def get_allocator_backend() -> str:
     """The device allocator in use: ``"native"``, the caching allocator of
-    this chapter (there is no other to choose)."""
-    return "native"
+    this chapter, or ``"pluggable"`` once :func:`change_current_allocator`
+    replaced it."""
+    return _C._allocator_backend()
+
+
+# LITERALINCLUDE START: CH07_PY_PLUGGABLE
+class _AccinteAllocator:
+    """A device allocator that :func:`change_current_allocator` can make
+    current, as ``torch.cuda.memory._CUDAAllocator``."""
+
+    def __init__(self, allocator: "_C._PluggableAllocator"):
+        self._allocator = allocator
+
+    def allocator(self) -> "_C._PluggableAllocator":
+        """The allocator object of ``_C``."""
+        return self._allocator
+
+
+class AccintePluggableAllocator(_AccinteAllocator):
+    """A device allocator loaded from a shared library, as
+    ``torch.cuda.memory.CUDAPluggableAllocator``.
+
+    The library's ``alloc_fn_name`` has the signature
+    ``void* alloc(ssize_t size, int device, accinteStream_t stream)`` and
+    returns device memory (from ``accinteMalloc``, say), or NULL when it has
+    none; its ``free_fn_name`` is
+    ``void free(void* ptr, ssize_t size, int device, accinteStream_t stream)``
+    and gets the size, device and stream of the allocation back.
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        library = ctypes.CDLL(path_to_so_file)  # LITERALINCLUDE EMPHASIZE
+        alloc_fn = ctypes.cast(getattr(library, alloc_fn_name), ctypes.c_void_p).value
+        free_fn = ctypes.cast(getattr(library, free_fn_name), ctypes.c_void_p).value
+        # NB: the library stays loaded as long as the allocator may call it.
+        self._library = library
+        super().__init__(_C._pluggable_allocator(alloc_fn, free_fn))
+
+
+def change_current_allocator(allocator: "AccintePluggableAllocator") -> None:
+    """Makes ``allocator`` allocate every later tensor instead of the caching
+    allocator, as ``torch.cuda.memory.change_current_allocator``: only
+    before the caching allocator has allocated anything in the process."""
+    if not isinstance(allocator, _AccinteAllocator):
+        raise TypeError("change_current_allocator takes an allocator such as "
+                        "torch.accinte.memory.AccintePluggableAllocator, not "
+                        f"{type(allocator).__name__}")
+    _lazy_init()
+    _C._change_current_allocator(allocator.allocator())
+# LITERALINCLUDE END: CH07_PY_PLUGGABLE
+
+
+# LITERALINCLUDE START: CH07_PY_MEMPOOL
+class MemPool(_C._MemPool):
+    """A private pool of the caching allocator, as ``torch.cuda.MemPool``.
+
+    Made on the current device. Inside :func:`use_mem_pool`, the thread's
+    allocations take blocks of the pool's own segments; freed, the blocks
+    return to the pool, and no allocation outside it ever gets them. Once
+    the pool object is gone and its tensors are freed, its segments go back
+    to the device (at once if no tensor of it is alive, else at the next
+    :func:`empty_cache`).
+
+    ``allocator`` (an :class:`AccintePluggableAllocator`) reserves the
+    pool's segments instead of ``accinteMalloc``. CUDA's ``use_on_oom`` and
+    ``no_split`` are not supported. With the cache switched off
+    (:func:`caching_allocator_enable`), allocations bypass pools too.
+    """
+
+    def __init__(self, allocator: Optional[AccintePluggableAllocator] = None,
+                 use_on_oom: bool = False, no_split: bool = False):
+        if use_on_oom or no_split:
+            raise NotImplementedError(
+                "torch.accinte.MemPool supports neither use_on_oom nor no_split")
+        if isinstance(allocator, _AccinteAllocator):
+            allocator = allocator.allocator()
+        _lazy_init()
+        super().__init__(allocator)
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's id: ``(0, n)``, n counting the pools of the process."""
+        return super().id
+
+    def use_count(self) -> int:
+        """The references to the pool: this object, and each
+        :func:`use_mem_pool` block that routes to it."""
+        return super().use_count()
+
+    def snapshot(self, include_traces: bool = True) -> list:
+        """:func:`memory_snapshot` of the pool's segments only."""
+        return memory_snapshot(self.id, include_traces=include_traces)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: _DeviceLike = None):
+    """Routes the allocations of the current thread on ``device`` (default:
+    the current device) to ``pool`` in its ``with`` block, as
+    ``torch.cuda.use_mem_pool``; other threads, such as autograd's backward
+    threads, allocate as before. In nested blocks of one thread, the pool
+    routed first serves it, as on CUDA."""
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"use_mem_pool takes a torch.accinte.MemPool, not "
+                        f"{type(pool).__name__}")
+    _lazy_init()
+    index = _get_device_index(device)
+    _C._begin_allocate_to_pool(index, pool)  # LITERALINCLUDE EMPHASIZE
+    try:
+        yield
+    finally:
+        _C._end_allocate_to_pool(index, pool.id)
+        _C._release_pool(index, pool.id)  # LITERALINCLUDE EMPHASIZE
+# LITERALINCLUDE END: CH07_PY_MEMPOOL
 
 
 def caching_allocator_alloc(size: int, device: _DeviceLike = None,
@@ -368,6 +484,10 @@ device_module._extend(
     caching_allocator_delete=caching_allocator_delete,
     caching_allocator_enable=caching_allocator_enable,
     caching_allocator_disabled=caching_allocator_disabled,
+    MemPool=MemPool,
+    use_mem_pool=use_mem_pool,
+    AccintePluggableAllocator=AccintePluggableAllocator,
+    change_current_allocator=change_current_allocator,
 )
 # LITERALINCLUDE END: CH07_PY_EXTEND
 
