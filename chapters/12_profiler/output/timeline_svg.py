@@ -22,6 +22,11 @@ COLOURS = {"cpu_op": "#9ecae1", "user_annotation": "#fdd0a2", "kernel": "#31a354
            "gpu_user_annotation": "#fdae6b"}
 
 
+LEGEND = (("cpu_op", "operator"), ("user_annotation", "record_function"),
+          ("gpu_user_annotation", "its device range"), ("kernel", "kernel"),
+          ("gpu_memcpy", "copy"))
+
+
 def rows_of(events):
     """(row label, [(start, end, name, category, depth)]) per row, host rows first."""
     names = {}
@@ -71,8 +76,10 @@ def draw(events) -> str:
     scale = (WIDTH - LABEL_W - 10) / (t1 - t0)
     heights = [(max(box[4] for box in boxes) + 1) * ROW_H for _, boxes in rows]
     height = sum(heights) + GAP * (len(rows) + 1) + 40
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-           'font-family="sans-serif" font-size="10">',
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+           f'style="max-width: {WIDTH}px; width: 100%" font-family="sans-serif" '
+           'font-size="10" role="img" aria-label="Timeline of one profiled training '
+           'step: host threads above, the device stream below">',
            f'<rect width="{WIDTH}" height="{height}" fill="white"/>']
     y = GAP
     for (label, boxes), row_h in zip(rows, heights):
@@ -89,6 +96,12 @@ def draw(events) -> str:
             if w > 6 * len(name):
                 out.append(f'<text x="{x + 2:.1f}" y="{top + 10}">{html.escape(name)}</text>')
         y += row_h + GAP
+    x = LABEL_W + 60
+    for category, label in LEGEND:
+        out.append(f'<rect x="{x}" y="{height - 21}" width="10" height="10" '
+                   f'fill="{COLOURS[category]}"/>')
+        out.append(f'<text x="{x + 14}" y="{height - 12}">{label}</text>')
+        x += 20 + 6 * len(label)
     out.append(f'<text x="{LABEL_W}" y="{height - 12}">0 us</text>')
     out.append(f'<text x="{WIDTH - 10}" y="{height - 12}" text-anchor="end">'
                f'{t1 - t0:.0f} us</text>')
