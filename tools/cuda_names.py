@@ -72,6 +72,12 @@ APPLICABLE = {
     "stream": "01_minimal_ops",
     "streams": "01_minimal_ops",
     "synchronize": "01_minimal_ops",
+    # Device telemetry, measured and modelled by the emulator: chapter 01.
+    "clock_rate": "01_minimal_ops",
+    "memory_usage": "01_minimal_ops",
+    "power_draw": "01_minimal_ops",
+    "temperature": "01_minimal_ops",
+    "utilization": "01_minimal_ops",
     # Mixed precision: chapter 05.
     "amp": "05_amp",
     "is_bf16_supported": "05_amp",
@@ -102,7 +108,6 @@ APPLICABLE = {
     "memory_stats": "07_memory",
     "memory_stats_as_nested_dict": "07_memory",
     "memory_summary": "07_memory",
-    "memory_usage": "07_memory",
     "reset_accumulated_host_memory_stats": "07_memory",
     "reset_accumulated_memory_stats": "07_memory",
     "reset_max_memory_allocated": "07_memory",
@@ -123,11 +128,6 @@ APPLICABLE = {
     "seed_all": "08_generator",
     "set_rng_state": "08_generator",
     "set_rng_state_all": "08_generator",
-    # Device telemetry, read from the emulator: no chapter yet.
-    "clock_rate": None,
-    "power_draw": None,
-    "temperature": None,
-    "utilization": None,
     # Memory shared between processes: no chapter yet.
     "ipc_collect": None,
 }
@@ -146,12 +146,7 @@ def counterpart(name: str) -> str:
 
 #: Applicable names ``torch.accinte`` does not have yet: issue #30.
 MISSING = frozenset({
-    "clock_rate",
     "ipc_collect",
-    "memory_usage",
-    "power_draw",
-    "temperature",
-    "utilization",
 })
 
 #: CUDA-only name -> its reason, a key of :data:`REASONS`.

@@ -26,7 +26,10 @@
  *   record it hands over is whole: a known kind, a NUL-terminated name,
  *   `start <= end`, a correlation id, a stream and device for device work,
  *   bytes for copies and memsets; the external correlation and name stacks
- *   pop what was pushed and refuse to pop when empty.
+ *   pop what was pushed and refuse to pop when empty;
+ * - the telemetry of a device is refused out of range, its utilization rates
+ *   stay within 0 to 100 % and its modelled clock, temperature and power
+ *   within their documented bounds.
  *
  * AddressSanitizer and UndefinedBehaviorSanitizer watch the emulator itself
  * (a stale handle or pointer must be refused, not dereferenced). A broken
@@ -901,7 +904,7 @@ class Program {
 
   void badArguments() {
     void* ptr = nullptr;
-    switch (input_.ConsumeIntegralInRange(0, 5)) {
+    switch (input_.ConsumeIntegralInRange(0, 6)) {
       case 0:
         expectStatus(accinteMalloc(nullptr, 16), accinteErrorInvalidValue,
                      "accinteMalloc(NULL)");
@@ -951,6 +954,45 @@ class Program {
                      accinteErrorInvalidValue, "accinteMemcpy(bad kind)");
         break;
       }
+      case 6:
+        telemetry(input_.ConsumeIntegral<int>());
+        break;
+    }
+  }
+
+  /** The telemetry of `device`: refused out of range, else rates within 0
+   * to 100 and the model's values within their documented bounds. */
+  void telemetry(int device) {
+    unsigned int kernel = 0;
+    unsigned int memory = 0;
+    unsigned int mhz = 0;
+    unsigned int celsius = 0;
+    unsigned int milliwatts = 0;
+    const accinteError_t statuses[] = {
+        accinteDeviceGetUtilizationRates(device, &kernel, &memory),
+        accinteDeviceGetClockRate(device, &mhz),
+        accinteDeviceGetTemperature(device, &celsius),
+        accinteDeviceGetPowerUsage(device, &milliwatts)};
+    for (accinteError_t status : statuses) {
+      if (device >= 0 && device < kDeviceCount) {
+        expectSuccess(status, "accinteDeviceGet<telemetry>");
+      } else {
+        expectStatus(status, accinteErrorInvalidDevice,
+                     "accinteDeviceGet<telemetry>(out of range)");
+      }
+    }
+    expectStatus(accinteDeviceGetUtilizationRates(0, nullptr, nullptr),
+                 accinteErrorInvalidValue,
+                 "accinteDeviceGetUtilizationRates(NULL, NULL)");
+    if (device < 0 || device >= kDeviceCount) {
+      return;
+    }
+    if (kernel > 100 || memory > 100) {
+      fail("a utilization rate is above 100%");
+    }
+    if (mhz != 1500 || celsius < 30 || celsius > 80 || milliwatts < 40'000 ||
+        milliwatts > 240'000) {
+      fail("a modelled clock, temperature or power is out of its bounds");
     }
   }
 

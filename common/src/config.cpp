@@ -8,8 +8,6 @@ namespace accinte::emulator {
 
 namespace {
 
-constexpr int kMaxDeviceCount = 16;
-
 /** Parses a non-empty run of decimal digits; nullopt on anything else or on
  * overflow. */
 std::optional<uint64_t> parseDecimal(std::string_view digits) {

@@ -8,6 +8,9 @@
 
 namespace accinte::emulator {
 
+/** The most devices `ACCINTE_DEVICE_COUNT` may ask for. */
+constexpr int kMaxDeviceCount = 16;
+
 /**
  * The runtime's configuration, read from the environment once per process.
  *

@@ -211,6 +211,17 @@ std::unique_ptr<PendingActivity> copyActivity(const TracedCall& call,
                    plan.dstDevice, plan.count);
 }
 
+/** What a copy of `plan` keeps busy: the memory of the devices it reads or
+ * writes, each once; nothing for a copy between host buffers. */
+BusyMark copyBusy(const CopyPlan& plan) {
+  if (plan.dstDevice == -1 && plan.srcDevice == -1) {
+    return {};
+  }
+  return {
+      BusyKind::kMemory,
+      {plan.dstDevice, plan.srcDevice != plan.dstDevice ? plan.srcDevice : -1}};
+}
+
 /** True for the five ::accinteMemcpyKind values. */
 bool isMemcpyKind(accinteMemcpyKind kind) {
   return enumValue(kind) >= accinteMemcpyHostToHost &&
@@ -248,10 +259,12 @@ accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
   // carried by the stream: the caller is right here to receive it.
   auto status = std::make_shared<accinteError_t>(accinteSuccess);
   auto activity = copyActivity(call, plan, *stream);
+  const BusyMark busy = copyBusy(plan);
   auto operation = makeOperation([plan = std::move(plan), status] {
     *status = runCopy(plan);
     return accinteSuccess;
   });
+  operation->setBusy(busy);
   operation->setActivity(std::move(activity));
   const uint64_t ticket = stream->enqueue(std::move(operation));
   stream->waitUntilFinished(ticket);
@@ -272,8 +285,10 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
   auto activity = copyActivity(call, plan, *resolved);
+  const BusyMark busy = copyBusy(plan);
   auto operation =
       makeOperation([plan = std::move(plan)] { return runCopy(plan); });
+  operation->setBusy(busy);
   operation->setActivity(std::move(activity));
   resolved->enqueue(std::move(operation));
   return accinteSuccess;
@@ -306,6 +321,7 @@ accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
         std::memset(dst, value, count);
         return accinteSuccess;
       });
+  operation->setBusy({BusyKind::kMemory, {info->device, -1}});
   if (call.on()) {
     operation->setActivity(call.work(
         accinteActivityKindMemset, accinteActivityMemcpyNone, "Memset",

@@ -108,6 +108,7 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
   // A throwing kernel is a failed kernel, not a dead process; what it said
   // is kept for whoever is told of the failure.
   try {
+    const BusyScope busy(operation->busy());
     outcome.status = operation->run();
     if (outcome.status != accinteSuccess) {
       outcome.message = std::string("a kernel or copy returned ") +
@@ -554,6 +555,7 @@ accinteError_t accinteLaunchKernelNamed(accinteStream_t stream,
         return fn(arguments.get());
       });
   // NB: `name` is read only here, when tracing is on.
+  operation->setBusy({BusyKind::kKernel, {resolved->device(), -1}});
   if (call.on()) {
     operation->setActivity(
         call.work(accinteActivityKindKernel, accinteActivityMemcpyNone, name,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "failure.h"
+#include "telemetry.h"
 #include "trace.h"
 
 #include <accinte/runtime.h>
@@ -39,7 +40,18 @@ class Operation {
     return std::move(activity_);
   }
 
+  /** Makes the worker count run() as work of `mark` for the utilization
+   * rates. Counted as nothing by default (event records, waits). */
+  void setBusy(const BusyMark& mark) {
+    busy_ = mark;
+  }
+  /** What run() keeps busy. */
+  const BusyMark& busy() const {
+    return busy_;
+  }
+
  private:
+  BusyMark busy_;
   /** NB: null unless tracing was on when the operation was enqueued; the
    * worker then tests this one pointer and does nothing more. */
   std::unique_ptr<PendingActivity> activity_;

@@ -212,6 +212,64 @@ accinteGetDeviceProperties(accinteDeviceProp* prop, int device);
 ACCINTE_EXPORT accinteError_t accinteDeviceSynchronize(void);
 
 /* ------------------------------------------------------------------------ */
+/* Device telemetry                                                         */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @name Device telemetry
+ *
+ * The emulator's counterpart of what NVML reports to `nvidia-smi` (and
+ * `torch.cuda.utilization()` and its neighbours read). The utilization
+ * rates are measured: the stream workers note when each kernel, copy and
+ * memset starts and ends. Clock, temperature and power are a model computed
+ * from the utilization rates (documented with the emulator), so they are
+ * deterministic given them. None of these calls initialises the runtime.
+ * @{
+ */
+
+/** The length of the sample period of accinteDeviceGetUtilizationRates(),
+ * in milliseconds: the utilization rates describe the most recent second, as
+ * NVML's do on most products. */
+#define ACCINTE_UTILIZATION_SAMPLE_PERIOD_MS 1000
+
+/**
+ * Writes the percentages, 0 to 100, of the sample period
+ * (::ACCINTE_UTILIZATION_SAMPLE_PERIOD_MS up to now) during which one or more
+ * kernels were running on `device` (`kernelPercent`), and during which one or
+ * more copies or memsets were reading or writing the memory of `device`
+ * (`memoryPercent`), as NVML's `nvmlDeviceGetUtilizationRates` (its `gpu`
+ * and `memory`).
+ *
+ * Work running at once on several streams of the device counts once: the
+ * rate is the share of time *any* of it was running. A copy between two
+ * devices counts on both; a host-to-host copy on neither. A kernel counts
+ * only for `kernelPercent`, whatever memory it touches. Either pointer may
+ * be NULL, not both (::accinteErrorInvalidValue); a device outside
+ * `[0, device count)`: ::accinteErrorInvalidDevice.
+ */
+ACCINTE_EXPORT accinteError_t accinteDeviceGetUtilizationRates(
+    int device, unsigned int* kernelPercent, unsigned int* memoryPercent);
+
+/** Writes the clock of `device`'s multiprocessors in MHz, as NVML's
+ * `nvmlDeviceGetClockInfo` for the SM clock. Emulated: a fixed clock. */
+ACCINTE_EXPORT accinteError_t accinteDeviceGetClockRate(int device,
+                                                        unsigned int* mhz);
+
+/** Writes the temperature of `device` in degrees Celsius, as NVML's
+ * `nvmlDeviceGetTemperature` for the GPU die. Emulated: rises with the
+ * utilization rates from an idle value. */
+ACCINTE_EXPORT accinteError_t
+accinteDeviceGetTemperature(int device, unsigned int* celsius);
+
+/** Writes the power drawn by `device` in milliwatts, as NVML's
+ * `nvmlDeviceGetPowerUsage`. Emulated: rises with the utilization rates from
+ * an idle value. */
+ACCINTE_EXPORT accinteError_t
+accinteDeviceGetPowerUsage(int device, unsigned int* milliwatts);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Device memory                                                            */
 /* ------------------------------------------------------------------------ */
 

@@ -53,6 +53,31 @@ py::dict deviceProperties(c10::DeviceIndex index) {
   return result;
 }
 
+// LITERALINCLUDE START: CH01_TELEMETRY
+/**
+ * The utilization rates of a device over the emulator's sample period, in
+ * percent: (kernels, memory), as `nvmlDeviceGetUtilizationRates`.
+ */
+py::tuple utilizationRates(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  unsigned int kernelPercent = 0;
+  unsigned int memoryPercent = 0;
+  ACCINTE_CHECK(
+      accinteDeviceGetUtilizationRates(index, &kernelPercent, &memoryPercent));
+  return py::make_tuple(kernelPercent, memoryPercent);
+}
+
+/** One modelled value of a device's telemetry (see
+ * accinteDeviceGetClockRate() and its neighbours). */
+template <accinteError_t (*Get)(int, unsigned int*)>
+unsigned int telemetryValue(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  unsigned int value = 0;
+  ACCINTE_CHECK(Get(index, &value));
+  return value;
+}
+// LITERALINCLUDE END: CH01_TELEMETRY
+
 // LITERALINCLUDE START: CH01_STREAM_GATE
 /**
  * A kernel that holds a stream until the host opens the gate.
@@ -133,6 +158,14 @@ void bindChapter01(py::module_& m) {
         "Wait for all work on a device.");
   m.def("_get_device_properties", &deviceProperties,
         "Properties of a device as a dict.");
+  m.def("_get_utilization_rates", &utilizationRates,
+        "(kernel, memory) utilization of a device in percent.");
+  m.def("_get_clock_rate", &telemetryValue<accinteDeviceGetClockRate>,
+        "Clock of a device in MHz.");
+  m.def("_get_temperature", &telemetryValue<accinteDeviceGetTemperature>,
+        "Temperature of a device in degrees Celsius.");
+  m.def("_get_power_draw", &telemetryValue<accinteDeviceGetPowerUsage>,
+        "Power drawn by a device in milliwatts.");
   m.def(
       "_get_default_stream",
       [](c10::DeviceIndex index) {

@@ -25,6 +25,7 @@ __all__ = [
     "Stream",
     "StreamContext",
     "can_device_access_peer",
+    "clock_rate",
     "current_device",
     "current_stream",
     "default_stream",
@@ -38,11 +39,15 @@ __all__ = [
     "init",
     "is_available",
     "is_initialized",
+    "memory_usage",
+    "power_draw",
     "set_device",
     "set_stream",
     "set_sync_debug_mode",
     "stream",
     "synchronize",
+    "temperature",
+    "utilization",
 ]
 
 _DeviceLike = Union[int, str, torch.device, None]
@@ -302,6 +307,46 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
     """(major, minor) capability of ``device``."""
     properties = get_device_properties(device)
     return properties.major, properties.minor
+
+
+# LITERALINCLUDE START: CH01_PY_TELEMETRY
+def utilization(device: _DeviceLike = None) -> int:
+    """Percent of time over the past sample period during which one or more
+    kernels was executing on ``device``, as ``torch.cuda.utilization``.
+
+    The emulator measures it: the sample period is the last second, and
+    kernels running at once on several streams count once.
+    """
+    return _C._get_utilization_rates(_get_device_index(device))[0]
+
+
+def memory_usage(device: _DeviceLike = None) -> int:
+    """Percent of time over the past sample period during which the memory
+    of ``device`` was being read or written, as ``torch.cuda.memory_usage``.
+
+    The emulator counts its copies and memsets; what kernels read and write
+    is not told apart from their computing.
+    """
+    return _C._get_utilization_rates(_get_device_index(device))[1]
+
+
+def clock_rate(device: _DeviceLike = None) -> int:
+    """Clock of the multiprocessors of ``device`` in MHz, as
+    ``torch.cuda.clock_rate``; the emulator's is fixed."""
+    return _C._get_clock_rate(_get_device_index(device))
+
+
+def temperature(device: _DeviceLike = None) -> int:
+    """Temperature of ``device`` in degrees Celsius, as
+    ``torch.cuda.temperature``; the emulator's rises with its utilization."""
+    return _C._get_temperature(_get_device_index(device))
+
+
+def power_draw(device: _DeviceLike = None) -> int:
+    """Power drawn by ``device`` in milliwatts, as ``torch.cuda.power_draw``;
+    the emulator's rises with its utilization."""
+    return _C._get_power_draw(_get_device_index(device))
+# LITERALINCLUDE END: CH01_PY_TELEMETRY
 
 
 class Stream(torch.Stream):
