@@ -126,6 +126,8 @@ extensions = [
     "accinte_api",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
+    # Long inline code breaks between its parts, never inside one.
+    "accinte_breaks",
     # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
     # accinte_diagrams adds those generated from the repository's layout.
     "sphinx.ext.graphviz",
