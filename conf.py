@@ -70,6 +70,46 @@ def _assemble_python_tree() -> None:
 _assemble_python_tree()
 sys.path.insert(0, str(PYTHON_TREE))
 
+# -- The repository -----------------------------------------------------------
+
+# Where the guide links to its sources: the front page, the theme's "view" and
+# "edit" buttons, and every listing's caption (docs/_ext/accinte_listings.py).
+# One setting, the environment variable ACCINTE_REPOSITORY_URL, the https URL
+# of the repository on GitHub. Unset, a build by GitHub Actions (the
+# publishing workflow, .github/workflows/docs.yml) links to the repository it
+# runs for, and any other build to the default below.
+DEFAULT_REPOSITORY_URL = "https://github.com/torch-accinte/torch_accinte"
+
+
+def _repository_url() -> str:
+    url = os.environ.get("ACCINTE_REPOSITORY_URL")
+    if not url and os.environ.get("GITHUB_REPOSITORY"):
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        url = f"{server}/{os.environ['GITHUB_REPOSITORY']}"
+    return (url or DEFAULT_REPOSITORY_URL).rstrip("/")
+
+
+def _commit() -> str:
+    """The commit the guide is built from, so that a listing's link shows the
+    file as the page shows it; the branch name outside a git checkout."""
+    import subprocess
+
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+            text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        # NB: GitHub Actions names the commit even where git refuses to read
+        # a checkout owned by another user.
+        return os.environ.get("GITHUB_SHA") or REPOSITORY_BRANCH
+
+
+REPOSITORY_URL = _repository_url()
+#: The branch that the "edit" button edits and that GitHub Pages publishes.
+REPOSITORY_BRANCH = "main"
+REPOSITORY_COMMIT = _commit()
+
 # -- Project information ------------------------------------------------------
 
 project = "torch_accinte"
@@ -86,6 +126,8 @@ extensions = [
     "accinte_api",
     # Every literalinclude is captioned with its file and dedented.
     "accinte_listings",
+    # Long inline code breaks between its parts, never inside one.
+    "accinte_breaks",
     # Diagrams drawn by Graphviz at build time (Debian's graphviz package);
     # accinte_diagrams adds those generated from the repository's layout.
     "sphinx.ext.graphviz",
@@ -198,7 +240,12 @@ myst_enable_extensions = [
     "deflist",
     "fieldlist",
     "attrs_inline",
+    "substitution",
 ]
+# {{ repository }} on a page: the link to the repository (see above).
+myst_substitutions = {
+    "repository": f"[{REPOSITORY_URL.split('://', 1)[-1]}]({REPOSITORY_URL})",
+}
 # Generate anchors for headings down to ### so pages can link to sections.
 myst_heading_anchors = 3
 
@@ -221,8 +268,22 @@ breathe_default_members = ("members",)
 
 html_theme = "furo"
 html_title = "torch_accinte: a PrivateUse1 backend, step by step"
+# The buttons at the top of each page: "view" shows its Markdown source at
+# the commit the guide was built from, "edit" edits it on the branch.
+html_theme_options = {
+    "source_repository": REPOSITORY_URL,
+    "source_branch": REPOSITORY_BRANCH,
+    "source_directory": "",
+    "source_view_link": f"{REPOSITORY_URL}/blob/{REPOSITORY_COMMIT}/{{filename}}",
+    "source_edit_link": f"{REPOSITORY_URL}/edit/{REPOSITORY_BRANCH}/{{filename}}",
+    "top_of_page_buttons": ["view", "edit"],
+}
 # SVG stays sharp at any zoom and its text can be searched and selected.
 graphviz_output_format = "svg"
+
+# Where each listing's caption links to (docs/_ext/accinte_listings.py).
+accinte_repository_url = REPOSITORY_URL
+accinte_repository_commit = REPOSITORY_COMMIT
 
 html_static_path = ["docs/_static"]
 # Layout fixes (in-page contents at 1280 px, tables that fit): see the file.

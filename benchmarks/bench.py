@@ -478,7 +478,8 @@ def main() -> int:
     (args.out / "results.json").write_text(
         json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (args.out / "results.md").write_text(
-        report.describe_run(results) + "\n\n" + report.markdown_table(results),
+        report.describe_run(results) + "\n\n" + report.markdown_table(results)
+        + "\n" + report.legend(results) + "\n",
         encoding="utf-8")
     print(f"Other processes kept {results['other_load']:.2f} CPUs busy on average"
           + (": the machine was busy, these numbers are preliminary"

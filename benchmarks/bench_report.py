@@ -214,13 +214,45 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def columns(results: dict) -> List[str]:
+    """The columns of HEADER that ``results`` fill: "goal" and "held" only
+    when some benchmark has a goal."""
+    if any(item["goal"] for item in results["benchmarks"]):
+        return list(HEADER)
+    return [name for name in HEADER if name not in ("goal", "held")]
+
+
 def markdown_table(results: dict) -> str:
     """All benchmarks as one Markdown (GitHub and MyST) table."""
-    lines = ["| " + " | ".join(HEADER) + " |",
-             "| " + " | ".join("---" for _ in HEADER) + " |"]
+    shown = columns(results)
+    lines = ["| " + " | ".join(shown) + " |",
+             "| " + " | ".join("---" for _ in shown) + " |"]
     for item in results["benchmarks"]:
-        lines.append("| " + " | ".join(_cell(c) for c in table_row(item)) + " |")
+        cells = dict(zip(HEADER, table_row(item)))
+        lines.append("| " + " | ".join(_cell(cells[name]) for name in shown) + " |")
     return "\n".join(lines) + "\n"
+
+
+def legend(results: dict) -> str:
+    """What each column of :func:`markdown_table` holds, one sentence."""
+    measures = {item["measure"] for item in results["benchmarks"]}
+    parts = ["*accinte* and *CPU* are the median time of one call on each side"
+             + (" (for a copy, with the bandwidth it reaches)" if BANDWIDTH in measures else "")
+             + ("; a row with no CPU side times accinte's own work"
+                if DURATION in measures else "")]
+    ratios = []
+    if TIME in measures:
+        ratios.append("accinte's time over the CPU's for a computation (lower is better)")
+    if BANDWIDTH in measures:
+        ratios.append("accinte's bandwidth over the CPU's `copy_` for a copy "
+                      "(higher is better)")
+    if ratios:
+        parts.append("*ratio* is " + ", and ".join(ratios))
+    if "goal" in columns(results):
+        parts.append("*goal* is the ratio the benchmark must reach for the backend "
+                     "to count as fast enough, and *held* whether this run reached it, "
+                     "or how much faster accinte must get")
+    return "Columns: " + "; ".join(parts) + "."
 
 
 def is_preliminary(results: dict) -> bool:
@@ -230,7 +262,11 @@ def is_preliminary(results: dict) -> bool:
 
 def describe_run(results: dict) -> str:
     """What was measured, where, and how busy the machine was."""
-    text = (f"Stage {results['stage']}, torch {results['torch']}, "
+    chapters = results["chapters"]
+    scope = (f"the emulator and chapters {chapters[0][:2]} to {chapters[-1][:2]}"
+             if len(chapters) > 1 else
+             f"the emulator and chapter {chapters[0][:2]}" if chapters else "the emulator")
+    text = (f"Measured on stage {results['stage']} ({scope}), torch {results['torch']}, "
             f"{results['cpu_count']} CPUs ({results['torch_threads']} torch threads), "
             f"{results['date']}; medians of {results['repeats']} alternating samples. "
             f"Other processes kept {results['other_load']:.2f} CPUs busy on average.")
@@ -249,6 +285,18 @@ BAR = 14
 PANEL_TOP = 34
 AXIS_HEIGHT = 30
 LEGEND_HEIGHT = 34
+
+#: Pixels kept free between a goal mark and a value's label.
+GAP = 3
+#: An upper bound of the width of a character of the chart's 12 px sans-serif
+#: text, for a label's extent.
+CHAR_WIDTH = 7.5
+
+
+def text_width(text: str) -> float:
+    """At least the width of ``text`` on the chart."""
+    return CHAR_WIDTH * len(text)
+
 
 COLOURS = {True: "#2e8b57", False: "#c0392b", None: "#8391a5"}
 CSS_CLASS = {True: "held", False: "missed", None: "no-goal"}
@@ -325,8 +373,16 @@ def _panel(measure: str, title: str, items: List[dict], top: float) -> List[str]
         out.append(f'<rect class="bar {CSS_CLASS[item["held"]]}" x="{start:.1f}" '
                    f'y="{middle - BAR / 2:.1f}" width="{max(end - start, 1.0):.1f}" '
                    f'height="{BAR}" fill="{COLOURS[item["held"]]}"/>')
-        out.append(f'<text x="{max(end, x(origin)) + 4:.1f}" y="{middle + 4:.1f}">'
-                   f'{escape(format_ratio(measure, item["ratio"]))}</text>')
+        value = format_ratio(measure, item["ratio"])
+        label_x = max(end, x(origin)) + 4
+        # NB: a goal mark or the CPU's line where the value's label would be,
+        # just right of the bar, would print over it: the label moves past.
+        marks = sorted([x(1.0)] + ([x(item["goal"]["value"])] if item["goal"] else []))
+        for mark in marks:
+            if label_x - GAP <= mark <= label_x + text_width(value) + GAP:
+                label_x = mark + GAP + 1
+        out.append(f'<text class="value" x="{label_x:.1f}" y="{middle + 4:.1f}">'
+                   f'{escape(value)}</text>')
         if item["goal"]:
             at = x(item["goal"]["value"])
             out.append(f'<line class="goal" x1="{at:.1f}" x2="{at:.1f}" '
@@ -463,6 +519,15 @@ def _check_entries_and_table() -> None:
         assert len(cells) == len(HEADER) + 2, line
     quiet = describe_run(results)
     assert "kept 0.02 CPUs busy" in quiet and "preliminary" not in quiet
+    assert quiet.startswith("Measured on stage 08 (the emulator and chapter 01)"), quiet
+    assert "*goal*" in legend(results) and "*ratio*" in legend(results)
+    # Without any goal, the table has neither a goal nor a held column, and
+    # the legend does not explain them.
+    no_goals = dict(results, benchmarks=[chain, pageable])
+    assert markdown_table(no_goals).splitlines()[0] == "| benchmark | accinte | CPU | ratio |"
+    assert all(line.count("|") == 5 for line in markdown_table(no_goals).splitlines())
+    assert "goal" not in legend(no_goals) and "bandwidth" in legend(no_goals)
+    assert "bandwidth" not in legend(dict(results, benchmarks=[chain]))
     assert describe_run(dict(results, other_load=0.5)).endswith("numbers are preliminary.")
 
 
@@ -493,6 +558,31 @@ def _check_chart() -> None:
     time_labels = [label.text for label in svg.findall(f"{namespace}text[@class='tick-label']")]
     assert time_labels[:4] == ["1×", "10×", "100×", "0"], time_labels
     assert _linear_ticks(1.1) == [0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2]
+    # No goal mark and no CPU line crosses a value's label: a bar that ends
+    # left of the CPU's line with its goal just right of it, where the label
+    # starts, a goal just past a bar's end, a bandwidth bar ending just
+    # short of the CPU's 1.
+    near = dict(results, benchmarks=results["benchmarks"] + [
+        entry("faster, goal just past 1x", TIME, 0.3e-3, 1e-3, goal(TIME, 1.2)),
+        entry("goal just past the bar", TIME, 5e-3, 1e-3, goal(TIME, 5.5)),
+        entry("just short of the CPU", BANDWIDTH, 1.05, 1.0, goal(BANDWIDTH, 0.8))])
+    chart = ElementTree.fromstring(svg_chart(near))
+    values = chart.findall(f"{namespace}text[@class='value']")
+    marks = (chart.findall(f"{namespace}line[@class='goal']")
+             + chart.findall(f"{namespace}line[@class='parity']"))
+    assert len(values) == 8 and len(marks) == 6 + 2
+    # The goals 0.8 and 1.0 (the parity line) of the bandwidth panel: a goal
+    # mark stays at its goal whatever its label does.
+    bandwidth_goals = [float(mark.get("x1")) for mark in marks[:6]][-2:]
+    parity = float(marks[-1].get("x1"))
+    assert all(goal_x < parity - 20 for goal_x in bandwidth_goals), (bandwidth_goals, parity)
+    for label in values:
+        start = float(label.get("x"))
+        end = start + text_width(label.text)
+        row = float(label.get("y"))
+        for mark in marks:
+            if float(mark.get("y1")) <= row <= float(mark.get("y2")) + 4:
+                assert not start - GAP < float(mark.get("x1")) < end + GAP, label.text
 
 
 def self_test() -> int:

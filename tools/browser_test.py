@@ -15,7 +15,20 @@ A page fails on:
   whose document did not load;
 * no content: a page whose article holds fewer than MIN_TEXT characters;
 * a generated output block (``.accinte-output``, see
-  docs/_ext/accinte_listings.py) with a line wider than its box.
+  docs/_ext/accinte_listings.py) with a line wider than its box, unless the
+  line is a row of a table, which tools/generate_outputs.py keeps whole and
+  the page lets scroll; or an output box that holds fewer characters than
+  the WIDTH that script wraps at;
+* an identifier wrapped in an output: a wrap (the " ↩" marker) in a line of
+  input (``>>>``, ``...``, ``$``), or right after a qualified name
+  (``a.b``, ``a::b``) when the next piece goes on with a letter or digit,
+  as in ``torch._C.DispatchKey.Aut ↩`` / ``ocastPrivateUse1``;
+* a listing whose caption does not link to its file in the repository at a
+  commit or branch (``.../blob/REF/path``, ``.../tree/REF/dir``);
+* a chapter page (``chapters/*/README.html``) whose last section is not
+  "On real hardware", or whose "On real hardware" section does not link to
+  the porting checklist (``docs/porting.html#porting-NN``, NN the chapter's
+  number; tools/check_links.py checks that the anchor exists).
 
 Other code blocks wider than their box are reported, not failed: a reader
 can scroll a listing, but an output's cut-off line is the one that says
@@ -38,6 +51,7 @@ import http.server
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +60,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+import generate_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,24 +90,123 @@ PAGE_PROBE = r"""
                  || o.getBoundingClientRect().width === 0)
     .map(o => o.getAttribute("data"));
   const wide = pre => pre.scrollWidth > pre.clientWidth + 1;
-  const label = pre => {
+  const captionOf = pre => {
     const wrapper = pre.closest(".literal-block-wrapper");
     const caption = wrapper && wrapper.querySelector(".caption-text");
+    return caption ? caption.textContent.trim() : "";
+  };
+  const label = pre => {
+    const caption = captionOf(pre);
     const first = pre.textContent.split("\n")[0];
-    return (caption ? caption.textContent.trim() + ": " : "") + first.slice(0, 70);
+    return (caption ? caption + ": " : "") + first.slice(0, 70);
+  };
+  // An output block: its lines, which of them its box cuts, and how many
+  // characters of its font the box holds, measured with a hidden copy of
+  // each line in the block's own font.
+  const measureOutput = pre => {
+    const style = getComputedStyle(pre);
+    const inner = pre.clientWidth - parseFloat(style.paddingLeft)
+      - parseFloat(style.paddingRight);
+    const probe = document.createElement("span");
+    probe.style.cssText = "position:absolute;visibility:hidden;white-space:pre";
+    pre.appendChild(probe);
+    const width = text => { probe.textContent = text; return probe.getBoundingClientRect().width; };
+    const lines = pre.textContent.replace(/\n$/, "").split("\n");
+    const cut = lines.map((line, i) => width(line) > inner + 1 ? i : -1).filter(i => i >= 0);
+    const capacity = Math.floor((inner + 1) / (width("0".repeat(100)) / 100));
+    probe.remove();
+    return {label: label(pre), lines, cut, capacity};
   };
   const outputs = [...document.querySelectorAll(".accinte-output pre")];
   const others = [...document.querySelectorAll("pre")]
     .filter(pre => !pre.closest(".accinte-output"));
+  const captions = [...document.querySelectorAll(".literal-block-wrapper .code-block-caption")]
+    .map(caption => ({
+      text: caption.querySelector(".caption-text").textContent.trim(),
+      links: [...caption.querySelectorAll(".caption-text a[href]")].map(a => a.href),
+    }));
+  const sections = [...article.querySelectorAll("section > h2")].map(h2 => ({
+    title: h2.textContent.replace(/\u00b6/g, "").trim(),
+    links: [...h2.parentElement.querySelectorAll("a[href]")].map(a => a.href),
+  }));
   return JSON.stringify({
     textLength: article.innerText.trim().length,
     brokenImages, brokenObjects,
-    outputs: outputs.length,
-    wideOutputs: outputs.filter(wide).map(label),
+    outputs: outputs.map(measureOutput),
     wideOthers: others.filter(wide).map(label),
+    captions, sections,
   });
 })()
 """
+
+#: The title of the section every chapter page ends with.
+HARDWARE_SECTION = "On real hardware"
+#: A chapter's page, relative to the html directory: its number.
+CHAPTER_PAGE = re.compile(r"^chapters/(\d\d)_[^/]+/README\.html$")
+#: Where a listing's caption links: a file or directory at a commit or branch.
+REPOSITORY_LINK = re.compile(r"^https://[^/]+/[^/]+/[^/]+/(blob|tree)/[^/]+/.+")
+#: A qualified name (``a.b``, ``a::b``) at the end of a piece of a wrapped line.
+_NAME_END = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::)\w+)+$")
+
+
+def output_problems(output: Dict[str, Any]) -> List[str]:
+    """Lines of a generated output cut by their box outside a table, a box
+    narrower than what generate_outputs wraps at, and wrapped identifiers."""
+    lines, what = output["lines"], output["label"]
+    problems = []
+    tables = generate_outputs.table_lines(lines)
+    cut = [i for i in output["cut"] if i not in tables]
+    problems += [f"output line wider than its box: {what}: {lines[i][:70]}" for i in cut]
+    if output["capacity"] < generate_outputs.WIDTH:
+        problems.append(f"output box holds {output['capacity']} characters, fewer than the "
+                        f"{generate_outputs.WIDTH} tools/generate_outputs.py wraps at: {what}")
+    problems += [f"wrapped identifier in output: {what}: {problem}"
+                 for problem in wrapped_identifiers(lines)]
+    return problems
+
+
+def wrapped_identifiers(lines: List[str]) -> List[str]:
+    """Wraps that cut an identifier or a line of input (see the docstring)."""
+    problems = []
+    marker = generate_outputs.MARKER
+    for index, line in enumerate(lines[:-1]):
+        if not line.endswith(marker):
+            continue
+        piece = line[: -len(marker)]
+        following = lines[index + 1].lstrip()
+        if generate_outputs.is_input(piece):
+            problems.append(f"a line of input is wrapped: {piece.strip()[:70]}")
+        elif _NAME_END.search(piece) and re.match(r"\w", following):
+            problems.append(f"{piece.split()[-1]} {marker.strip()} {following.split()[0]}")
+    return problems
+
+
+def caption_problems(captions: List[Dict[str, Any]]) -> List[str]:
+    """Listing captions that do not link to the repository."""
+    return [f"caption not linked to the repository: {c['text'][:70]}"
+            for c in captions
+            if not any(REPOSITORY_LINK.match(link) for link in c["links"])]
+
+
+def chapter_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
+    """A chapter page must end with its "On real hardware" section, which
+    links to its entry of the porting checklist."""
+    match = CHAPTER_PAGE.match(page)
+    if match is None:
+        return []
+    titles = [section["title"] for section in sections]
+    if HARDWARE_SECTION not in titles:
+        return [f'no "{HARDWARE_SECTION}" section']
+    problems = []
+    if titles[-1] != HARDWARE_SECTION:
+        problems.append(f'"{HARDWARE_SECTION}" is not the last section (it is followed '
+                        f'by "{titles[-1]}")')
+    links = sections[titles.index(HARDWARE_SECTION)]["links"]
+    anchor = f"docs/porting.html#porting-{match.group(1)}"
+    if not any(link.split("?")[0].endswith(anchor) for link in links):
+        problems.append(f'"{HARDWARE_SECTION}" does not link to {anchor}')
+    return problems
+
 
 #: How many results the search page lists (the search runs after load).
 SEARCH_PROBE = (
@@ -280,6 +395,11 @@ def pages_of(html: Path) -> List[str]:
     )
 
 
+#: The fewest characters an output box held, over the pages checked: what
+#: generate_outputs.WIDTH may be raised to.
+capacities: List[int] = []
+
+
 def check_page(browser: Browser, base: str, page: str) -> List[str]:
     """Problems of one page (empty if it passes)."""
     problems = errors_of(browser.open(f"{base}/{page}"))
@@ -288,7 +408,11 @@ def check_page(browser: Browser, base: str, page: str) -> List[str]:
     problems += [f"diagram did not load: {data}" for data in probe["brokenObjects"]]
     if page != "search.html" and probe["textLength"] < MIN_TEXT:
         problems.append(f"no content ({probe['textLength']} characters of text)")
-    problems += [f"output line wider than its box: {what}" for what in probe["wideOutputs"]]
+    for output in probe["outputs"]:
+        problems += output_problems(output)
+        capacities.append(output["capacity"])
+    problems += caption_problems(probe["captions"])
+    problems += chapter_problems(page, probe["sections"])
     for what in probe["wideOthers"]:
         print(f"  note: {page}: code block scrolls sideways: {what}")
     return problems
@@ -356,6 +480,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         finally:
             browser.close()
             server.shutdown()
+    if capacities:
+        print(f"output boxes hold {min(capacities)} characters or more; "
+              f"tools/generate_outputs.py wraps at {generate_outputs.WIDTH}")
     print(f"screenshots in {args.screenshots}")
     print(f"{passed} passed, {failed} failed: browser test")
     return 1 if failed else 0

@@ -3,9 +3,13 @@
 Every ``literalinclude`` of the guide gets, unless the page gives its own:
 
 * a caption naming the included file relative to the repository root (the
-  Sphinx source directory), so a reader can open the real source; for a
-  generated output (``output/X.txt``) the caption names the script that
-  printed it and the stage it ran against;
+  Sphinx source directory), linked to the file in the repository at the
+  commit the guide was built from (``accinte_repository_url`` and
+  ``accinte_repository_commit``, set by conf.py), at the lines shown when
+  the listing is a tagged region, so a reader can open the real source; for
+  a generated output (``output/X.txt``) the caption names and links the
+  script that printed it and the stage it ran against, and for a chapter's
+  test run (``output/test_run.txt``, which no script prints) its tests;
 * ``:dedent:`` without a value, which strips the indentation common to all
   lines: a region cut from the middle of a function starts at column 0;
 * for a generated output, the class ``accinte-output``, by which
@@ -88,19 +92,63 @@ def is_output(caption: str) -> bool:
     return caption.startswith("Output of ")
 
 
-def caption_for(rel_path: str, srcdir: Path) -> str:
-    """The caption (MyST Markdown) of a listing of ``rel_path``."""
+class Repository:
+    """Links to files of the repository at one commit (GitHub's URL scheme)."""
+
+    def __init__(self, url: str, commit: str) -> None:
+        self.url, self.commit = url.rstrip("/"), commit
+
+    def link(self, rel_path: str, text: str, lines=None, directory=False) -> str:
+        """A Markdown link named ``text`` to ``rel_path``, at ``lines``
+        (first, last) if given."""
+        kind = "tree" if directory else "blob"
+        target = f"{self.url}/{kind}/{self.commit}/{rel_path}"
+        if lines:
+            target += f"#L{lines[0]}-L{lines[1]}"
+        return f"[{text}]({target})"
+
+
+def region_lines(path: Path, start_after: str, end_before: str):
+    """The 1-based first and last line numbers of what a ``literalinclude``
+    with ``start-after`` and ``end-before`` shows of ``path``, found as
+    Sphinx finds them (the first line holding each marker); None if either
+    marker is missing or the region is empty."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = next((i for i, line in enumerate(lines) if start_after in line), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if end_before in lines[i]), None)
+    if end is None or end <= start + 1:
+        return None
+    return start + 2, end
+
+
+def caption_for(rel_path: str, srcdir: Path, repository: Repository, lines=None) -> str:
+    """The caption (MyST Markdown) of a listing of ``rel_path``, showing
+    ``lines`` (first, last) of it if given."""
     path = PurePosixPath(rel_path)
     script = path.with_suffix(".py")
     match = _OUTPUT_RE.match(path.as_posix())
+    if match and path.name == "test_run.txt":
+        tests = sorted((srcdir / "tests").glob(f"ch{match['stage']}_*"))
+        if tests:
+            names = ", ".join(
+                repository.link(t.relative_to(srcdir).as_posix(),
+                                f"`{t.relative_to(srcdir).as_posix()}/`", directory=True)
+                for t in tests)
+            return f"Output of the tests of {names}, run against stage {match['stage']}"
     if match:
-        return f"Output of `{script}`, run against stage {match['stage']}"
+        return (f"Output of {repository.link(script.as_posix(), f'`{script}`')}, "
+                f"run against stage {match['stage']}")
     if path.parent.name == "output" and path.suffix == ".txt":
         source = srcdir / script
         stage = _STAGE_LINE.search(source.read_text()) if source.is_file() else None
         if stage:
-            return f"Output of `{script}`, run against stage {stage.group(1)}"
-    return f"`{path.as_posix()}`"
+            return (f"Output of {repository.link(script.as_posix(), f'`{script}`')}, "
+                    f"run against stage {stage.group(1)}")
+    # NB: GitHub shows a Markdown file rendered, where a line has no anchor.
+    shown = lines if path.suffix != ".md" else None
+    return repository.link(path.as_posix(), f"`{path.as_posix()}`", shown)
 
 
 class CaptionedLiteralInclude(LiteralInclude):
@@ -108,8 +156,16 @@ class CaptionedLiteralInclude(LiteralInclude):
 
     def run(self):
         if self.arguments and "caption" not in self.options:
-            rel_filename, _ = self.env.relfn2path(self.arguments[0])
-            self.options["caption"] = caption_for(rel_filename, Path(self.env.srcdir))
+            rel_filename, filename = self.env.relfn2path(self.arguments[0])
+            config = self.env.config
+            repository = Repository(config.accinte_repository_url,
+                                    config.accinte_repository_commit)
+            lines = None
+            if "start-after" in self.options and "end-before" in self.options:
+                lines = region_lines(Path(filename), self.options["start-after"],
+                                     self.options["end-before"])
+            self.options["caption"] = caption_for(rel_filename, Path(self.env.srcdir),
+                                                  repository, lines)
             if is_output(self.options["caption"]):
                 self.options["class"] = self.options.get("class", []) + ["accinte-output"]
         # NB: None means "remove the common indentation" (textwrap.dedent).
@@ -122,5 +178,8 @@ class CaptionedLiteralInclude(LiteralInclude):
 
 
 def setup(app: Sphinx) -> dict:
+    # NB: "env": a new URL or commit rereads every page, whose captions hold them.
+    app.add_config_value("accinte_repository_url", "", "env")
+    app.add_config_value("accinte_repository_commit", "main", "env")
     app.add_directive("literalinclude", CaptionedLiteralInclude, override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

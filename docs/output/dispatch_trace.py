@@ -15,7 +15,8 @@ print(">>> torch.__version__, torch.version.debug")
 print((torch.__version__, torch.version.debug))
 
 program = 'import torch, torch_accinte; torch.neg(torch.ones(3, device="accinte"))'
-print(f"\n$ TORCH_SHOW_DISPATCH_TRACE=1 python -c '{program}'")
+# NB: typed on two lines, as a shell takes it, so that no wrap cuts it.
+print(f"\n$ TORCH_SHOW_DISPATCH_TRACE=1 python -c \\\n    '{program}'")
 result = subprocess.run(
     [sys.executable, "-c", program],
     env=dict(os.environ, TORCH_SHOW_DISPATCH_TRACE="1"),

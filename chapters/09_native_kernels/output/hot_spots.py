@@ -5,7 +5,8 @@ Records one training step of two models with ``torch.accinte.record_fallbacks``:
 the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD), which now runs
 entirely on native kernels, and a small transformer-style block (layer
 norm, GELU, Adam), which still has hot spots left. Prints the operators and
-their call counts; the times are left out, as they change from run to run.
+their call counts (``record.calls``); the times that ``record.table()``
+adds are left out, as they change from run to run.
 """
 
 import torch
@@ -31,7 +32,7 @@ def show(title: str, calls: dict) -> None:
     if not calls:
         print("  no operator took the CPU fallback")
     for op, count in sorted(calls.items(), key=lambda item: (-item[1], item[0])):
-        print(f"  {op:<40} {count:>3} calls")
+        print(f"  {op:<40} {count:>3} call{'' if count == 1 else 's'}")
 
 
 torch.manual_seed(0)

@@ -127,8 +127,11 @@ typedef struct accinteStream* accinteStream_t;
 /** Opaque handle of an event: a marker recorded into a stream. */
 typedef struct accinteEvent* accinteEvent_t;
 
-/** Flags for accinteEventCreateWithFlags(). */
-enum {
+/** Flags for accinteEventCreateWithFlags(), combined with `|`.
+ *
+ * NB: the enumeration is named only so that the API reference can list it;
+ * the function takes the flags as an `unsigned int`, as CUDA's does. */
+enum accinteEventFlags {
   /** Default: the event records the time it completes. */
   accinteEventDefault = 0,
   /** The event does not record time (cheaper, as in CUDA). */
