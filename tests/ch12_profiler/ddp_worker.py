@@ -1,27 +1,26 @@
 """One rank of chapter 12's DDP test: a DistributedDataParallel training
 step profiled on each rank, as a user profiles a distributed job.
 
-Run as ``python ddp_worker.py ddp_step RANK WORLD STORE_FILE`` (the test
-starts one process per rank with chapter 11's ``ranks.run_ranks``). Prints
-``OK ddp_step`` when every check holds.
+A case of chapter 11's rank worker (``tests/ch11_distributed/worker.py``),
+which starts the rank, joins the group and reports ``OK ddp_step``; run as
+``python ddp_worker.py ddp_step RANK WORLD STORE_FILE``.
 """
 
-import datetime
 import json
 import os
+import pathlib
 import sys
 import tempfile
 
-os.environ.setdefault("ACCINTE_DEVICE_COUNT", "2")
-os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "ch11_distributed"))
 
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch_accinte  # noqa: E402, F401
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from worker import case, main  # noqa: E402
 
 
+@case
 def ddp_step(rank, world, device):
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(32, 4).to(device))
@@ -53,21 +52,6 @@ def ddp_step(rank, world, device):
     base = torch.randn(8, 32)
     want = sum((r + 1) * base.sum(0) for r in range(world)) / world
     torch.testing.assert_close(model.module.weight.grad.cpu(), want.expand(4, 32))
-
-
-def main():
-    name, rank, world, store = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    device = torch.device("accinte", rank)
-    torch.accinte.set_device(device)
-    dist.init_process_group("cpu:gloo,accinte:accl", init_method=f"file://{store}",
-                            rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=20))
-    try:
-        {"ddp_step": ddp_step}[name](rank, world, device)
-        sys.stdout.write(f"OK {name}\n")
-        sys.stdout.flush()
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
