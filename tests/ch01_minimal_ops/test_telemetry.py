@@ -82,8 +82,12 @@ def test_memory_usage_rises_under_copies():
     device = torch.empty_like(host, device="accinte:1")
 
     def copying() -> bool:
-        device.copy_(host)
-        host.copy_(device)
+        # NB: 200 ms of copies between two polls, so that eventually()'s
+        # 10 ms pauses leave the copies most of every second.
+        started = time.monotonic()
+        while time.monotonic() - started < 0.2:
+            device.copy_(host)
+            host.copy_(device)
         return torch.accinte.memory_usage(1) >= 50
 
     assert eventually(copying)
