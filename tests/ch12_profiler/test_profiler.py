@@ -73,8 +73,10 @@ def test_every_device_activity_is_linked_to_the_op_that_launched_it(accinte):
     for event in device:
         op = cpu_ops.get(event.linked_correlation_id())
         assert op is not None, f"{event.name()} has no CPU op"
-        # NB: the op started before its work did, in the same (Unix) clock.
-        assert op.start_ns() <= event.start_ns()
+        # NB: the op started before its work did, on one (Unix) clock; the
+        # two sides convert their own clocks to it, each within a few
+        # microseconds, so an error of the conversion (seconds, days) shows.
+        assert op.start_ns() <= event.start_ns() + 50_000
     names = {e.name() for e in device}
     assert {"aten::mul kernel", "aten::exp kernel", "aten::sum kernel"} <= names
 
@@ -325,7 +327,7 @@ def test_dropped_activities_are_reported():
             for _ in range(5000):
                 x.add_(1)
             torch.accinte.synchronize()
-    """, env={"ACCINTE_PROFILER_BUFFER_RECORDS": "100"})
+    """, env={"ACCINTE_PROFILER_BUFFER_RECORDS": "10"})
     assert result.returncode == 0, result.stderr
     assert "device activities were dropped" in result.stderr
     assert "ACCINTE_PROFILER_BUFFER_RECORDS higher" in result.stderr
