@@ -7,8 +7,8 @@
 
 #include <accinte/runtime.h>
 
-#include <c10/util/Exception.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
@@ -162,10 +162,11 @@ size_t ActivityProfilerSession::bufferCapacity() {
   if (*end != '\0' || value == 0 || value > ACCINTE_ACTIVITY_MAX_CAPACITY) {
     // NB: a warning, not an error: this runs inside Kineto's start of the
     // profile, which an exception would leave half started.
-    TORCH_WARN("accinte profiler: ACCINTE_PROFILER_BUFFER_RECORDS must be a "
-               "number of records from 1 to ",
-               ACCINTE_ACTIVITY_MAX_CAPACITY, ", got '", records,
-               "'; using ", ACCINTE_ACTIVITY_DEFAULT_CAPACITY);
+    TORCH_WARN(
+        "accinte profiler: ACCINTE_PROFILER_BUFFER_RECORDS must be a "
+        "number of records from 1 to ",
+        ACCINTE_ACTIVITY_MAX_CAPACITY, ", got '", records, "'; using ",
+        ACCINTE_ACTIVITY_DEFAULT_CAPACITY);
     return ACCINTE_ACTIVITY_DEFAULT_CAPACITY;
   }
   return static_cast<size_t>(value);
@@ -357,8 +358,7 @@ void ActivityProfilerSession::addUserAnnotations(
       const auto key =
           std::make_tuple(range->second, record.device,
                           reinterpret_cast<uintptr_t>(record.stream));
-      auto [span, inserted] =
-          spans.try_emplace(key, record.start, record.end);
+      auto [span, inserted] = spans.try_emplace(key, record.start, record.end);
       if (!inserted) {
         span->second.first = std::min(span->second.first, record.start);
         span->second.second = std::max(span->second.second, record.end);
@@ -412,10 +412,10 @@ void ActivityProfilerSession::logDeviceRows(libkineto::ActivityLogger& logger,
       const bool is_default =
           stream == reinterpret_cast<uintptr_t>(default_stream);
       logger.handleResourceInfo(
-          libkineto::ResourceInfo{
-              static_cast<int64_t>(stream), static_cast<int64_t>(stream),
-              device,
-              fmt::format("stream {}{}", stream, is_default ? " (default)" : "")},
+          libkineto::ResourceInfo{static_cast<int64_t>(stream),
+                                  static_cast<int64_t>(stream), device,
+                                  fmt::format("stream {}{}", stream,
+                                              is_default ? " (default)" : "")},
           time);
     }
   }
@@ -535,8 +535,9 @@ class EventStubs final : public torch::profiler::impl::ProfilerStubs {
     accinteEvent_t raw = nullptr;
     ACCINTE_CHECK(
         accinteEventCreateWithFlags(&raw, accinteEventDisableFailureReport));
-    *event = std::shared_ptr<void>(
-        raw, [](void* e) { accinteEventDestroy(static_cast<accinteEvent_t>(e)); });
+    *event = std::shared_ptr<void>(raw, [](void* e) {
+      accinteEventDestroy(static_cast<accinteEvent_t>(e));
+    });
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
     }

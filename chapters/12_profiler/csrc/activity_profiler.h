@@ -162,8 +162,7 @@ class ActivityProfiler final : public libkineto::IActivityProfiler {
   const std::string& name() const override;
   /** Kernels, copies, memsets, `record_function` ranges on the device, and
    * runtime calls. */
-  const std::set<libkineto::ActivityType>& availableActivities()
-      const override;
+  const std::set<libkineto::ActivityType>& availableActivities() const override;
   /** A session, or none if the profile asks for none of this profiler's
    * activities. */
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
