@@ -208,11 +208,12 @@ nitpick_ignore = [
     # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
     ("cpp:identifier", "accinte"),
 ]
-# Standard C types and PyTorch's C++ API: documented elsewhere, and there is
-# no Sphinx inventory of PyTorch's C++ API to link to.
+# Standard C types and PyTorch's C++ API (Kineto's, which PyTorch ships, with
+# it): documented elsewhere, and there is no Sphinx inventory of PyTorch's C++
+# API to link to.
 nitpick_ignore_regex = [
     ("cpp:identifier", r"(s?size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
-    ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11)(::.*)?"),
+    ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11|libkineto)(::.*)?"),
 ]
 
 # PyTorch's Python API: documented elsewhere, and no inventory is fetched (the

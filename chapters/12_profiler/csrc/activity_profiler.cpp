@@ -26,7 +26,7 @@
 #include <tuple>
 #include <utility>
 
-namespace accinte::profiler {
+namespace accinte {
 namespace {
 
 using libkineto::ActivityType;
@@ -594,4 +594,4 @@ const bool event_stubs_registered = [] {
 
 } // namespace
 
-} // namespace accinte::profiler
+} // namespace accinte

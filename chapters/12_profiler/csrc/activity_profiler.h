@@ -34,7 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace accinte::profiler {
+namespace accinte {
 
 /**
  * Converts timestamps of the emulator's clock (`CLOCK_MONOTONIC`) to the
@@ -175,4 +175,4 @@ class ActivityProfiler final : public libkineto::IActivityProfiler {
       const libkineto::Config& config) override;
 };
 
-} // namespace accinte::profiler
+} // namespace accinte
