@@ -68,12 +68,14 @@ def snapshot(prof, trace: dict, path: pathlib.Path) -> None:
     ]
     for event in events:
         event.get("args", {}).pop("Python id", None)
-    path.write_text(json.dumps({
+    header = json.dumps({
         "torch": torch.__version__,
         "table": prof.key_averages().table(sort_by="self_device_time_total", row_limit=12,
                                            max_name_column_width=36),
-        "traceEvents": events,
-    }, indent=0) + "\n")
+    })
+    # NB: one event per line, so that a new snapshot reads as a diff.
+    lines = ",\n".join(json.dumps(event, sort_keys=True) for event in events)
+    path.write_text(f'{header[:-1]}, "traceEvents": [\n{lines}\n]}}\n')
 
 
 def describe(trace: dict) -> None:
