@@ -109,7 +109,8 @@ ActivityProfilerSession::~ActivityProfilerSession() {
 // LITERALINCLUDE START: CH12_START_STOP
 void ActivityProfilerSession::start() {
   clock_ = ClockConverter();
-  const accinteError_t error = accinteActivityEnable(bufferCapacity());
+  capacity_ = bufferCapacity();
+  const accinteError_t error = accinteActivityEnable(capacity_);
   if (error != accinteSuccess) {
     errors_.push_back(describe(error, "accinteActivityEnable"));
     status_ = libkineto::TraceStatus::ERROR;
@@ -143,7 +144,7 @@ void ActivityProfilerSession::stop() {
         "accinte profiler: {} device activities were dropped because the "
         "runtime's buffer ({} records) filled up faster than it was emptied; "
         "set ACCINTE_PROFILER_BUFFER_RECORDS higher",
-        dropped, bufferCapacity()));
+        dropped, capacity_));
     // NB: a profile that silently misses work would mislead; Kineto keeps
     // a session's errors to itself, so the user is told here.
     TORCH_WARN(errors_.back());
@@ -266,7 +267,7 @@ void ActivityProfilerSession::processTrace(
 // LITERALINCLUDE END: CH12_PROCESS
 
 // LITERALINCLUDE START: CH12_ACTIVITY
-libkineto::GenericTraceActivity& ActivityProfilerSession::addActivity(
+void ActivityProfilerSession::addActivity(
     const accinteActivityRecord& record,
     const libkineto::getLinkedActivityCallback& getLinkedActivity) {
   const ActivityType type = activityTypeOf(record.kind);
@@ -333,7 +334,6 @@ libkineto::GenericTraceActivity& ActivityProfilerSession::addActivity(
     activity.addMetadata("src device", record.srcDevice);
     activity.addMetadata("dst device", record.dstDevice);
   }
-  return activity;
 }
 // LITERALINCLUDE END: CH12_ACTIVITY
 

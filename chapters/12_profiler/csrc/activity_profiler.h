@@ -124,7 +124,7 @@ class ActivityProfilerSession final
   /** Moves the runtime's records into `records_`. */
   void takeRecords();
   void logDeviceRows(libkineto::ActivityLogger& logger, int64_t time) const;
-  libkineto::GenericTraceActivity& addActivity(
+  void addActivity(
       const accinteActivityRecord& record,
       const libkineto::getLinkedActivityCallback& getLinkedActivity);
   void addUserAnnotations(
@@ -132,6 +132,8 @@ class ActivityProfilerSession final
 
   std::set<libkineto::ActivityType> activityTypes_;
   bool recording_ = false;
+  /** The runtime's buffer in this session, in records. */
+  size_t capacity_ = ACCINTE_ACTIVITY_DEFAULT_CAPACITY;
   ClockConverter clock_;
   std::vector<accinteActivityRecord> records_;
   std::vector<std::string> errors_;
