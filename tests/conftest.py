@@ -22,13 +22,18 @@ import torch  # noqa: E402
 import torch_accinte  # noqa: E402
 
 
-def load_tool(name):
-    """The module ``tools/NAME.py`` (tools/ is not a package)."""
-    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+def load_file(path: pathlib.Path):
+    """The Python file at ``path`` as a module, for the folders that are not
+    packages (tools/, a chapter's output/, another chapter's tests)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_tool(name):
+    """The module ``tools/NAME.py``."""
+    return load_file(pathlib.Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
 
 
 def hermetic_python() -> str:

@@ -5,7 +5,6 @@ Each test profiles real work and reads the profile the way a user does
 post-processing does (the Kineto events with their correlation ids).
 """
 
-import importlib.util
 import json
 import pathlib
 import time
@@ -15,7 +14,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from conftest import run_python
+from conftest import load_file, run_python
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -268,21 +267,15 @@ def test_profiler_works_with_autoload_alone():
 
 def test_a_ddp_training_step_is_profiled_on_each_rank(tmp_path):
     # NB: chapter 11's way of starting ranks, loaded from its test folder.
-    spec = importlib.util.spec_from_file_location(
-        "ranks", pathlib.Path(__file__).parents[1] / "ch11_distributed" / "ranks.py")
-    ranks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ranks)
+    ranks = load_file(pathlib.Path(__file__).parents[1] / "ch11_distributed" / "ranks.py")
     worker = pathlib.Path(__file__).with_name("ddp_worker.py")
     ranks.assert_ok("ddp_step", ranks.run_ranks(worker, "ddp_step", tmp_path, 2, 120))
 
 
 def load_output_script(name):
     """A script of the chapter's output/ folder, as a module."""
-    path = pathlib.Path(__file__).parents[2] / "chapters" / "12_profiler" / "output" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(pathlib.Path(__file__).parents[2] / "chapters" / "12_profiler" / "output"
+                     / f"{name}.py")
 
 
 def test_the_page_snapshot_matches_what_the_code_produces(tmp_path):
