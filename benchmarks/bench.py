@@ -66,6 +66,8 @@ class Benchmark:
     prepare: Callable[[], Steps]
     goal: Optional[dict] = None
     nbytes: Optional[int] = None
+    #: What the second step runs, when it is not the same call on the CPU.
+    baseline: Optional[str] = None
 
 
 # -- Timing ----------------------------------------------------------------------
@@ -215,6 +217,54 @@ def mlp_training_step() -> Steps:
             trainer(cpu_model, inputs, targets))
 
 
+def training_step(model: torch.nn.Module, inputs: torch.Tensor, compiled: bool
+                  ) -> Callable[[], object]:
+    """One SGD step of ``model`` (on the device of ``inputs``), whose loss is
+    its output's mean square; with ``compiled``, the model is
+    ``torch.compile``'d (chapter 13) and the optimizer step stays eager."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    forward = torch.compile(model) if compiled else model
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        forward(inputs).square().mean().backward()
+        optimizer.step()
+    return step
+
+
+def compiled_training_step(make_model: Callable[[], torch.nn.Module],
+                           make_inputs: Callable[[], torch.Tensor],
+                           baseline: str) -> Callable[[], Steps]:
+    """The compiled training step on accinte, against the same step either
+    compiled on the CPU (``baseline`` "cpu") or eager on accinte ("eager")."""
+    def prepare() -> Steps:
+        if "13_compile" not in torch_accinte.loaded_chapters:
+            raise RuntimeError("torch.compile on accinte needs chapter 13")
+        torch.default_generator.manual_seed(0)
+        model, inputs = make_model(), make_inputs()
+        device_step = training_step(copy.deepcopy(model).to("accinte"),
+                                    inputs.to("accinte"), compiled=True)
+        if baseline == "cpu":
+            return device_step, training_step(model, inputs, compiled=True)
+        return device_step, training_step(copy.deepcopy(model).to("accinte"),
+                                          inputs.to("accinte"), compiled=False)
+    return prepare
+
+
+def small_mlp() -> torch.nn.Module:
+    """An MLP small enough for launches to matter: 3 layers, 256 wide."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(256, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 10),
+    )
+
+
+def transformer_block() -> torch.nn.Module:
+    """A transformer encoder layer: attention, LayerNorm, a 512-wide MLP."""
+    return torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
+
+
 def copy_steps(direction: str, nbytes: int, pinned: bool) -> Callable[[], Steps]:
     """A copy of ``nbytes`` between host and device, against a CPU ``copy_``
     of the same bytes. Pinned copies are asynchronous (non_blocking), as a
@@ -292,6 +342,20 @@ def benchmarks() -> List[Benchmark]:
         Benchmark(NATIVE_NEGATION, report.TIME, negate("native")),
         Benchmark(FALLBACK_NEGATION, report.TIME, negate("fallback")),
     ]
+    # Chapter 13: what torch.compile gains on accinte (at least 1.5× over
+    # eager), and how close it comes to the CPU compiled alike.
+    compiled = (
+        ("MLP training step (3 × 256, batch 64)", small_mlp, lambda: torch.randn(64, 256)),
+        ("transformer block training step (d 128, 8 × 32 tokens)", transformer_block,
+         lambda: torch.randn(8, 32, 128)),
+    )
+    for name, make_model, make_inputs in compiled:
+        rows.append(Benchmark(f"{name}, compiled vs eager accinte", report.TIME,
+                              compiled_training_step(make_model, make_inputs, "eager"),
+                              time_goal(1 / 1.5), baseline="eager accinte"))
+        rows.append(Benchmark(f"{name}, compiled on both", report.TIME,
+                              compiled_training_step(make_model, make_inputs, "cpu"),
+                              time_goal(1.3)))
     return rows
 
 
@@ -306,7 +370,8 @@ def run_benchmark(benchmark: Benchmark, repeats: int) -> dict:
         return report.entry(benchmark.name, benchmark.measure, None, None,
                             benchmark.goal, benchmark.nbytes, skipped=reason)
     return report.entry(benchmark.name, benchmark.measure, accinte_seconds,
-                        cpu_seconds, benchmark.goal, benchmark.nbytes)
+                        cpu_seconds, benchmark.goal, benchmark.nbytes,
+                        baseline=benchmark.baseline)
 
 
 # -- The emulator alone --------------------------------------------------------------

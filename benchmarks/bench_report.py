@@ -92,12 +92,15 @@ def shortfall(ratio: float, the_goal: dict) -> float:
 
 def entry(name: str, measure: str, accinte_seconds: Optional[float],
           cpu_seconds: Optional[float] = None, the_goal: Optional[dict] = None,
-          nbytes: Optional[int] = None, skipped: Optional[str] = None) -> dict:
+          nbytes: Optional[int] = None, skipped: Optional[str] = None,
+          baseline: Optional[str] = None) -> dict:
     """One benchmark's result, as the results file stores it.
 
     ``accinte_seconds`` and ``cpu_seconds`` are medians per call; ``ratio``
     and ``held`` follow from them and ``measure``. ``nbytes`` (copies) lets
-    the table show bandwidth; ``skipped`` says why nothing was measured.
+    the table show bandwidth; ``skipped`` says why nothing was measured;
+    ``baseline`` names what the second side ran when it was not the CPU (it
+    is then in ``cpu_seconds``, and the table says so).
     """
     ratio = ratio_of(measure, accinte_seconds, cpu_seconds)
     result = {
@@ -113,6 +116,8 @@ def entry(name: str, measure: str, accinte_seconds: Optional[float],
         result["bytes"] = nbytes
     if skipped is not None:
         result["skipped"] = skipped
+    if baseline is not None:
+        result["baseline"] = baseline
     return result
 
 
@@ -202,7 +207,8 @@ def table_row(item: dict) -> List[str]:
     return [
         item["name"],
         _timing(item["accinte_seconds"], nbytes),
-        _timing(item["cpu_seconds"], nbytes),
+        _timing(item["cpu_seconds"], nbytes)
+        + (f" ({item['baseline']})" if "baseline" in item else ""),
         ratio,
         format_goal(measure, item["goal"]) if item["goal"] else "—",
         held,
@@ -239,7 +245,10 @@ def legend(results: dict) -> str:
     parts = ["*accinte* and *CPU* are the median time of one call on each side"
              + (" (for a copy, with the bandwidth it reaches)" if BANDWIDTH in measures else "")
              + ("; a row with no CPU side times accinte's own work"
-                if DURATION in measures else "")]
+                if DURATION in measures else "")
+             + ("; where the CPU column names another baseline in parentheses, the "
+                "second side ran that instead, and the ratio is to it"
+                if any("baseline" in item for item in results["benchmarks"]) else "")]
     ratios = []
     if TIME in measures:
         ratios.append("accinte's time over the CPU's for a computation (lower is better)")
@@ -409,12 +418,15 @@ def svg_chart(results: dict) -> str:
     """A bar chart of every ratio with its goal, as one SVG document.
 
     Time ratios and bandwidth ratios read in opposite directions, so each
-    has a panel of its own; benchmarks without a ratio are left out.
+    has a panel of its own; benchmarks without a ratio are left out, and so
+    are those measured against another baseline than the CPU, whose axis it
+    is.
     """
     panels = []
     for measure, title in PANELS:
         items = [item for item in results["benchmarks"]
-                 if item["measure"] == measure and item["ratio"] is not None]
+                 if item["measure"] == measure and item["ratio"] is not None
+                 and "baseline" not in item]
         if items:
             panels.append((measure, title, items))
     body: List[str] = []
@@ -517,6 +529,9 @@ def _check_entries_and_table() -> None:
     for line in lines:
         cells = line.replace("\\|", "").split("|")
         assert len(cells) == len(HEADER) + 2, line
+    # The second side is named when it is not the CPU.
+    eager = entry("compiled", TIME, 1e-3, 2e-3, baseline="eager accinte")
+    assert table_row(eager)[2].endswith(" (eager accinte)"), table_row(eager)
     quiet = describe_run(results)
     assert "kept 0.02 CPUs busy" in quiet and "preliminary" not in quiet
     assert quiet.startswith("Measured on stage 08 (the emulator and chapter 01)"), quiet
@@ -551,6 +566,12 @@ def _check_chart() -> None:
     assert math.isclose(float(chain_bar.get("x")) + float(chain_bar.get("width")), parity,
                         abs_tol=0.2)
     assert svg.get("height") == svg.get("viewBox").split()[3]
+    # A ratio to another baseline than the CPU has no bar on the CPU's axis.
+    eager = entry("compiled vs eager", TIME, 1e-3, 2e-3, goal(TIME, 0.67),
+                  baseline="eager accinte")
+    assert len(ElementTree.fromstring(svg_chart(dict(
+        results, benchmarks=results["benchmarks"] + [eager]))).findall(
+            f"{namespace}rect[@class]")) == len(bars)
     empty = dict(results, benchmarks=[entry("build", DURATION, 1.0)])
     assert "No benchmark" in svg_chart(empty)
     assert _log_ticks(0.7, 80) == [0.5, 1, 2, 5, 10, 20, 50, 100]
