@@ -191,11 +191,27 @@ test-final: build ## All tests and the workloads against the final stage, the in
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(FINAL_TESTS)
 
-test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TORCH)
+# The releases are built one after the other, then their suites run side by
+# side, each in its own trees with its output in COMPAT_LOGS/<version>.log,
+# printed whole once both are done: two suites on two cores, which their
+# tests must stand as they stand `make flake-check`'s load.
+COMPAT_LOGS := $(BUILD)/test-compat
+test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TORCH), side by side
 	@set -e; for version in $(COMPAT_TORCH); do \
-	  echo "== the final stage's whole suite against torch $$version"; \
-	  $(MAKE) --no-print-directory TORCH_VERSION=$$version test-final; \
+	  echo "== build against torch $$version"; \
+	  $(MAKE) --no-print-directory TORCH_VERSION=$$version build; \
 	done
+	@rm -rf $(COMPAT_LOGS) && mkdir -p $(COMPAT_LOGS)
+	@for version in $(COMPAT_TORCH); do \
+	  { $(MAKE) --no-print-directory TORCH_VERSION=$$version test-final \
+	      > $(COMPAT_LOGS)/$$version.log 2>&1; \
+	    echo $$? > $(COMPAT_LOGS)/$$version.status; } & \
+	done; wait
+	@failed=0; for version in $(COMPAT_TORCH); do \
+	  echo "== the final stage's whole suite against torch $$version"; \
+	  cat $(COMPAT_LOGS)/$$version.log; \
+	  test "$$(cat $(COMPAT_LOGS)/$$version.status)" -eq 0 || failed=1; \
+	done; exit $$failed
 
 # What `make test` runs, in order; each step is a target. tools/timed_steps.py
 # runs them one by one, stops at the first that fails and ends, pass or

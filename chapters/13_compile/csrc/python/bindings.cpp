@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,13 +117,19 @@ void launchCompiledKernel(uintptr_t entry, const std::string& name,
   py::gil_scoped_release no_gil;
   ACCINTE_CHECK(launchNamedKernel(
       stream, name.c_str(), buffers.data(), buffers.size(),
-      [entry = reinterpret_cast<KernelEntry>(entry),
+      [entry = reinterpret_cast<KernelEntry>(entry), name,
        arguments = std::move(arguments),
        host_scalars = std::move(host_scalars)]() mutable {
         for (HostScalar& scalar : host_scalars) {
           arguments[scalar.index].pointer = scalar.value.data();
         }
-        entry(arguments.data()); // LITERALINCLUDE EMPHASIZE
+        try {
+          entry(arguments.data()); // LITERALINCLUDE EMPHASIZE
+        } catch (const std::exception& error) {
+          // NB: the kernel's own message names its C++ function and source
+          // line; the name ties it to the wrapper code's launch.
+          throw std::runtime_error(name + ": " + error.what());
+        }
       }));
 }
 // LITERALINCLUDE END: CH13_LAUNCH
