@@ -134,12 +134,12 @@ class AccinteCacheKey(CustomGraphModulePass):
 # LITERALINCLUDE END: CH13_CACHE_KEY
 
 
-# LITERALINCLUDE START: CH13_LAUNCH_PY
+# LITERALINCLUDE START: CH13_PY_LAUNCH
 def launch_kernel(kernel: Any, name: str, stream: int, *args: Any) -> None:
     """Enqueues `kernel` (a compiled entry point) on the raw `stream`."""
     entry = ctypes.cast(kernel, ctypes.c_void_p).value
     _C._launch_compiled_kernel(entry, name, stream, args)
-# LITERALINCLUDE END: CH13_LAUNCH_PY
+# LITERALINCLUDE END: CH13_PY_LAUNCH
 
 
 # LITERALINCLUDE START: CH13_WRAPPER
