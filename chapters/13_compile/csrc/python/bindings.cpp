@@ -80,12 +80,12 @@ void launchCompiledKernel(uintptr_t entry, const std::string& name,
     if (THPVariable_Check(arg) && THPVariable_Unpack(arg).is_cpu()) {
       const at::Tensor& tensor = THPVariable_Unpack(arg);
       HostScalar scalar{i, {}};
-      TORCH_CHECK(tensor.numel() == 1 &&
-                      static_cast<size_t>(tensor.element_size()) <=
-                          scalar.value.size(),
-                  "accinte: argument ", i, " of compiled kernel ", name,
-                  " is a CPU tensor of ", tensor.numel(),
-                  " elements; a kernel reads only one-element CPU tensors");
+      TORCH_CHECK(
+          tensor.numel() == 1 &&
+              static_cast<size_t>(tensor.element_size()) <= scalar.value.size(),
+          "accinte: argument ", i, " of compiled kernel ", name,
+          " is a CPU tensor of ", tensor.numel(),
+          " elements; a kernel reads only one-element CPU tensors");
       std::memcpy(scalar.value.data(), tensor.const_data_ptr(),
                   tensor.element_size());
       host_scalars.push_back(scalar);

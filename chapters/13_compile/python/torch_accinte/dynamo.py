@@ -138,7 +138,7 @@ _POLYFILLS = {
 
 
 def register() -> None:
-    """Registers accinte with Dynamo; called once Dynamo is imported."""
+    """Registers accinte with Dynamo; this module's import does."""
     from torch._dynamo import substitute_in_graph
     from torch._dynamo.device_interface import register_interface_for_device
     from torch._dynamo.trace_rules import get_torch_obj_rule_map
@@ -152,3 +152,6 @@ def register() -> None:
     # stream context, once the function counts as one of torch's.
     get_torch_obj_rule_map()[torch.accinte.stream] = TorchInGraphFunctionVariable
 # LITERALINCLUDE END: CH13_POLYFILLS
+
+
+register()

@@ -252,3 +252,25 @@ def fix_device_type_checks() -> None:
         utils.device_need_guard
     )
 # LITERALINCLUDE END: CH13_DEVICE_CHECKS
+
+
+# LITERALINCLUDE START: CH13_INDUCTOR_REGISTER
+def register() -> None:
+    """Registers accinte's backend with Inductor; this module's import does."""
+    from torch._inductor.codegen.common import (
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+
+    register_backend_for_device(
+        "accinte",
+        AccinteScheduling,
+        AccinteWrapperCodegen,
+        device_custom_pass=AccinteCacheKey(),
+    )
+    register_device_op_overrides("accinte", AccinteDeviceOpOverrides())
+    fix_device_type_checks()
+# LITERALINCLUDE END: CH13_INDUCTOR_REGISTER
+
+
+register()

@@ -11,67 +11,46 @@ registers accinte's entries the moment PyTorch imports the modules that use
 them, through an import hook, or at once if they are already imported.
 """
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 
 # LITERALINCLUDE START: CH13_REGISTER
-def _register_dynamo(_dynamo: ModuleType) -> None:
-    from torch_accinte import dynamo
-
-    dynamo.register()
-
-
-def _register_inductor(_compile_fx: ModuleType) -> None:
-    from torch._inductor.codegen.common import (
-        register_backend_for_device,
-        register_device_op_overrides,
-    )
-
-    from torch_accinte.inductor import (
-        AccinteCacheKey,
-        AccinteDeviceOpOverrides,
-        AccinteScheduling,
-        AccinteWrapperCodegen,
-        fix_device_type_checks,
-    )
-
-    register_backend_for_device(
-        "accinte",
-        AccinteScheduling,
-        AccinteWrapperCodegen,
-        device_custom_pass=AccinteCacheKey(),
-    )
-    register_device_op_overrides("accinte", AccinteDeviceOpOverrides())
-    fix_device_type_checks()
-
-
-# NB: each registration runs once its module has run to the end: the whole
-# of Dynamo for the first; for the second compile_fx, which Inductor imports
-# after the code generators it drives and before it looks a backend up.
+# Which of accinte's modules to import once each of PyTorch's has run to the
+# end: the whole of Dynamo; compile_fx, which Inductor imports after the code
+# generators it drives and before it looks a backend up.
 _REGISTRATIONS = {
-    "torch._dynamo": _register_dynamo,
-    "torch._inductor.compile_fx": _register_inductor,
+    "torch._dynamo": "torch_accinte.dynamo",
+    "torch._inductor.compile_fx": "torch_accinte.inductor",
 }
 # LITERALINCLUDE END: CH13_REGISTER
+
+
+def _register(name: str) -> None:
+    # NB: accinte's module registers when it is imported (its last line), so
+    # importing it is the whole registration; if it is the module whose own
+    # imports reached PyTorch's, it is half-run here, and registers when it
+    # finishes.
+    importlib.import_module(name)
 
 
 class _RegisteringLoader(importlib.abc.Loader):
     """A module's own loader, plus a registration once the module ran."""
 
-    def __init__(self, loader: Any, register: Callable[[ModuleType], None]):
+    def __init__(self, loader: Any, registration: str):
         self._loader = loader
-        self._register = register
+        self._registration = registration
 
     def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        self._register(module)
+        _register(self._registration)
 
     def __getattr__(self, name: str) -> Any:
         # get_source, get_filename, ...: tracebacks still show the source.
@@ -83,23 +62,23 @@ class _RegisterOnImport(importlib.abc.MetaPathFinder):
     their registration right after they are imported."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        register = _pending.pop(name, None)
-        if register is None:
+        registration = _pending.pop(name, None)
+        if registration is None:
             return None
         if not _pending:
             sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _RegisteringLoader(spec.loader, register)
+        spec.loader = _RegisteringLoader(spec.loader, registration)
         return spec
 
 
-_pending: dict[str, Callable[[ModuleType], None]] = {}
-for _name, _register in _REGISTRATIONS.items():
+_pending: dict[str, str] = {}
+for _name, _registration in _REGISTRATIONS.items():
     if _name in sys.modules:
-        _register(sys.modules[_name])
+        _register(_registration)
     else:
-        _pending[_name] = _register
+        _pending[_name] = _registration
 if _pending:
     sys.meta_path.insert(0, _RegisterOnImport())
