@@ -6,10 +6,9 @@ it.
 
 Inductor compiles each kernel with the C++ compiler, a second or more each,
 which would make this chapter's tests the slowest of all. They share one
-Inductor cache, kept in the build tree per torch release, so that every
-later run (the same CI runs the chapter five times: its stage, the final
-stage, the sanitized build, two more torch releases) finds the kernels
-compiled already.
+Inductor cache, kept in the build tree per torch release, so that the later
+runs with the same release (CI runs the chapter against its stage, the
+final stage and the sanitized build) find the kernels compiled already.
 """
 
 import contextlib

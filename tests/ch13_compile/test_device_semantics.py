@@ -67,6 +67,7 @@ def test_cpu_scalar_tensor_is_read_at_the_launch(accinte):
     gate = _C._testing.StreamGate(0, timeout_seconds=GATE_TIMEOUT)
     try:
         result = compiled(source, scale)
+        assert not torch.accinte.current_stream().query()
         scale.fill_(5.0)
     finally:
         gate.open()
