@@ -54,16 +54,18 @@ CACHED_CHILD = """
 """
 
 
-def test_a_second_process_reuses_the_compiled_code(tmp_path):
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+def test_a_second_process_reuses_the_compiled_code():
+    # NB: both use the tests' shared cache: the first finds its graph there
+    # or puts it there, and the second must find it. A key that changed from
+    # process to process (an address, a stream's handle) would miss.
     runs = []
     for _ in range(2):
-        result = run_python(CACHED_CHILD, env=env, timeout=300)
+        result = run_python(CACHED_CHILD, timeout=300)
         assert result.returncode == 0, result.stderr
         runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     first, second = runs
-    assert first["counters"].get("fxgraph_cache_miss", 0) >= 1
-    assert first["new binaries"] >= 1
+    assert sum(first["counters"].get(f"fxgraph_cache_{outcome}", 0)
+               for outcome in ("hit", "miss")) >= 1
     assert second["counters"].get("fxgraph_cache_hit", 0) >= 1
     assert second["counters"].get("fxgraph_cache_miss", 0) == 0
     assert second["new binaries"] == 0
