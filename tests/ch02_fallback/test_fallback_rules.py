@@ -47,6 +47,38 @@ def test_per_operator_registration_overrides_a_composite_kernel():
     torch.testing.assert_close(result.cpu(), torch.nn.functional.conv2d(images, weight))
 
 
+@pytest.mark.parametrize("layout", ["input", "weight", "both"])
+def test_convolution_results_have_the_format_pytorch_predicts(layout):
+    # PyTorch's fake convolution (torch.compile, export) predicts contiguous
+    # results for a device it does not know; the CPU would give channels-last
+    # ones for channels-last operands, and compiled code checking the
+    # strides against the prediction would fail (chapter 13's tests).
+    channels_last = torch.channels_last
+    images = torch.linspace(-1, 1, 2 * 3 * 6 * 6).reshape(2, 3, 6, 6)
+    weight = torch.linspace(-1, 1, 4 * 3 * 3 * 3).reshape(4, 3, 3, 3)
+    if layout in ("input", "both"):
+        images = images.to(memory_format=channels_last)
+    if layout in ("weight", "both"):
+        weight = weight.to(memory_format=channels_last)
+    expected = torch.nn.functional.conv2d(images, weight, padding=1)
+    assert expected.is_contiguous(memory_format=channels_last)  # the CPU's choice
+    result = torch.nn.functional.conv2d(images.to("accinte"), weight.to("accinte"), padding=1)
+    assert result.is_contiguous()
+    torch.testing.assert_close(result.cpu(), expected)
+    # The backward: the gradients of the input, the weight and the bias.
+    grad_output = torch.linspace(-1, 1, expected.numel()).reshape(expected.shape)
+    arguments = dict(bias_sizes=[4], stride=[1, 1], padding=[1, 1], dilation=[1, 1],
+                     transposed=False, output_padding=[0, 0], groups=1,
+                     output_mask=[True, True, True])
+    backward = torch.ops.aten.convolution_backward
+    expected = backward(grad_output, images, weight, **arguments)
+    result = backward(grad_output.to("accinte"), images.to("accinte"),
+                      weight.to("accinte"), **arguments)
+    for device_grad, cpu_grad in zip(result, expected):
+        assert device_grad.is_contiguous()
+        torch.testing.assert_close(device_grad.cpu(), cpu_grad)
+
+
 @pytest.mark.parametrize("operator", ["aten::abs.out", "aten::neg", "aten::neg_",
                                       "aten::neg.out", "aten::unfold",
                                       "aten::view_as_real", "aten::view_as_complex"])

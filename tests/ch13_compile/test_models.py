@@ -126,9 +126,6 @@ def test_transformer_block():
     assert_runs_match(three_ways(model.eval(), infer, [x], backward=False))
 
 
-# NB: without Inductor's layout optimization, which would make the
-# convolution channels-last (see CHANNELS_LAST_MISMATCH below).
-@torch._inductor.config.patch(layout_optimization=False)
 def test_cnn_block_trains_and_evaluates():
     with seeded(2):
         model, x = cnn(), torch.randn(4, 3, 8, 8)
@@ -265,19 +262,12 @@ def test_past_the_recompile_limit_runs_eagerly():
     assert counter.frame_count == 1
 
 
-# NB: a convolution on accinte runs the CPU's (chapter 02's fallback), which
-# returns a channels-last result for a channels-last input or weight, as the
-# CPU does; PyTorch's fake convolution for a device it does not know
-# (ConvBackend::Overrideable) predicts a contiguous one. Inductor checks the
-# strides its extern kernels return against the prediction, and fails. The
-# same happens when Inductor's layout optimization turns a graph's
-# convolutions channels-last, which it decides by heuristics.
-CHANNELS_LAST_MISMATCH = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="accinte's convolution returns channels-last where the fake kernel says contiguous")
-
-
-@CHANNELS_LAST_MISMATCH
+# NB: PyTorch's fake convolution predicts contiguous results for a device it
+# does not know (ConvBackend::Overrideable), and Inductor checks the strides
+# an extern kernel returns against the prediction: chapter 02's convolution
+# gives them, where the CPU's gives channels-last ones for channels-last
+# operands. Inductor's layout optimization makes a graph's convolutions
+# channels-last by heuristics too (test_cnn_block_trains_and_evaluates).
 def test_convolution_of_a_channels_last_input():
     def fn(x, w):
         return F.conv2d(x, w, padding=1).relu()

@@ -3,6 +3,7 @@
 #include <01_minimal_ops/csrc/extensions.h>
 
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/ConvUtils.h>
 #include <c10/core/Device.h>
 #include <torch/library.h>
 
@@ -311,6 +312,40 @@ struct InstallCpuFallback {
 } install_cpu_fallback;
 // LITERALINCLUDE END: CH02_GLOBAL_FALLBACK
 
+// LITERALINCLUDE START: CH02_CONVOLUTION_FORMAT
+// NB: what a convolution returns on a device PyTorch does not know is part of
+// its contract: PyTorch's fake convolution, which torch.compile and export
+// trace with, gives such a device (ConvBackend::Overrideable) results in the
+// memory format _determine_backend_memory_format names for it, contiguous,
+// and compiled code checks the strides it gets against them. The CPU returns
+// channels-last results for channels-last input, so the fallback's results
+// are put in the device's format before they are returned.
+void convolutionFallback(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t first = stack->size() - schema.arguments().size();
+  // convolution(input, weight, ...); convolution_backward(grad_output,
+  // input, weight, ...).
+  const size_t input =
+      schema.operator_name().name == "aten::convolution" ? 0 : 1;
+  const at::MemoryFormat format = at::native::_determine_backend_memory_format(
+      (*stack)[first + input].toTensor(),
+      (*stack)[first + input + 1].toTensor(),
+      at::native::ConvBackend::Overrideable);
+  cpuFallback(op, stack);
+  const size_t results = stack->size() - schema.returns().size();
+  for (size_t i = results; i < stack->size(); ++i) {
+    if (!(*stack)[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor result = (*stack)[i].toTensor();
+    if (result.defined()) {
+      (*stack)[i] = result.contiguous(format); // LITERALINCLUDE EMPHASIZE
+    }
+  }
+}
+// LITERALINCLUDE END: CH02_CONVOLUTION_FORMAT
+
 // LITERALINCLUDE START: CH02_PER_OP_FALLBACK
 // NB: the global fallback sees only operators that have no kernel at all for
 // PrivateUse1. `aten::convolution` has one for every backend: ATen's
@@ -330,9 +365,13 @@ struct InstallCpuFallback {
 // updated) has a kernel for every backend that calls the CPU's batch norm
 // directly, and so raises for any other device.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution", "convolution_backward", "mse_loss",
-                           "smooth_l1_loss", "_batch_norm_no_update"}) {
+  for (const char* name :
+       {"mse_loss", "smooth_l1_loss", "_batch_norm_no_update"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+  }
+  for (const char* name : {"convolution", "convolution_backward"}) {
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&convolutionFallback>());
   }
 }
 // LITERALINCLUDE END: CH02_PER_OP_FALLBACK
