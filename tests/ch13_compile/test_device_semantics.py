@@ -126,6 +126,12 @@ def test_synchronize_in_a_compiled_function(accinte):
 
     x = torch.randn(16)
     assert_three_way(torch.compile(fn)(x.to(accinte)), fn(x.to(accinte)), x.cos() * 3 + 1)
+    # One break, the polyfill's, whose message names the call (not a
+    # pybind11 function Dynamo cannot trace).
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(fn)(x.to(accinte))
+    assert explanation.graph_break_count == 1
+    assert "torch.accinte.synchronize()" in str(explanation.break_reasons[0])
 
 
 def test_a_failing_kernel_is_reported_at_synchronize(accinte):

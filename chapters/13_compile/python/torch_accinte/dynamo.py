@@ -102,10 +102,15 @@ class AccinteInterface(DeviceInterface):
 # these maps accinte's function to its torch.accelerator counterpart, which
 # Dynamo knows for every device.
 #
-# torch.accinte.synchronize() is left out on purpose, so it breaks the graph:
+# torch.accinte.synchronize() breaks the graph on purpose, and runs eagerly:
 # in the graph it would be a node with no device, which does not make
 # Inductor's C++ scheduling emit the kernels it holds back for fusion first,
 # so they would run after the synchronize instead of before it.
+def _synchronize(device: Any = None) -> None:
+    torch._dynamo.graph_break(
+        "torch.accinte.synchronize() runs between compiled graphs (chapter 13)")
+
+
 def _current_device() -> int:
     return torch.accelerator.current_device_index()
 
@@ -129,6 +134,7 @@ def _set_stream(stream: torch.Stream) -> None:
 
 
 _POLYFILLS = {
+    "synchronize": _synchronize,
     "current_device": _current_device,
     "device_count": _device_count,
     "is_available": _is_available,
