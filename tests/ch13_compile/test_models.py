@@ -277,3 +277,17 @@ def test_convolution_of_a_channels_last_input():
         w = torch.randn(4, 3, 3, 3)
     on_device = [x.to(ACCINTE), w.to(ACCINTE)]
     assert_three_way(torch.compile(fn)(*on_device), fn(*on_device), fn(x, w))
+
+
+def test_the_branches_of_torch_cond_launch_on_the_device():
+    # Each branch is a subgraph with a wrapper of its own
+    # (AccinteSubgraphWrapperCodegen); without it a branch's kernel call
+    # fails to generate ("device accinte nyi").
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda x: (x * 2).relu(), lambda x: (x - 1).sin(), (x,))
+
+    compiled = torch.compile(fn)
+    for sign in (1.0, -1.0):
+        with seeded(9):
+            x = torch.rand(8) * sign
+        assert_three_way(compiled(x.to(ACCINTE)), fn(x.to(ACCINTE)), fn(x))
