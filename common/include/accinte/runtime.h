@@ -72,6 +72,14 @@ typedef enum accinteError {
   /** The call would wait for a stream from inside a kernel or copy running on
    * a stream's worker thread, where it could wait for itself forever. */
   accinteErrorNotPermitted = 16,
+  /** An IPC handle is malformed, was made by the calling process itself, or
+   * designates memory or an event that is gone: freed or destroyed by the
+   * process that exported it, or that process has exited. */
+  accinteErrorInvalidIpcHandle = 17,
+  /** A wait for an interprocess event whose latest record was made by a
+   * process that exited before the work before the record finished: the
+   * record can never complete. */
+  accinteErrorIpcPeerExited = 18,
 } accinteError_t;
 
 /** Direction of a copy, checked against the pointers. */
@@ -143,6 +151,42 @@ enum accinteEventFlags {
    * block's last use. No CUDA equivalent: CUDA's errors are sticky for the
    * whole context, so there every call reports them anyway. */
   accinteEventDisableFailureReport = 2,
+  /** The event can be shared with other processes through
+   * accinteIpcGetEventHandle(). It must be created with
+   * ::accinteEventDisableTiming too, as in CUDA. */
+  accinteEventInterprocess = 4,
+};
+
+/** Size in bytes of the IPC handles, as CUDA's. */
+#define ACCINTE_IPC_HANDLE_SIZE 64
+
+/**
+ * Names a device allocation of one process so that another process of the
+ * same user can map it (accinteIpcGetMemHandle()).
+ *
+ * Plain bytes: send them any way (a pipe, a pickle). A handle designates the
+ * whole allocation, as CUDA's does: a sub-allocation travels as the handle of
+ * its allocation plus its offset from the allocation's base.
+ */
+typedef struct accinteIpcMemHandle {
+  /** Opaque contents. */
+  char reserved[ACCINTE_IPC_HANDLE_SIZE];
+} accinteIpcMemHandle_t;
+
+/** Names an interprocess event of one process so that another process can
+ * wait for its records (accinteIpcGetEventHandle()). Plain bytes. */
+typedef struct accinteIpcEventHandle {
+  /** Opaque contents. */
+  char reserved[ACCINTE_IPC_HANDLE_SIZE];
+} accinteIpcEventHandle_t;
+
+/** Flags for accinteIpcOpenMemHandle(). */
+enum accinteIpcMemFlags {
+  /** No flag. */
+  accinteIpcMemNoFlags = 0,
+  /** Accepted for CUDA's `cudaIpcMemLazyEnablePeerAccess`; changes nothing,
+   * since every emulated device can already reach every other's memory. */
+  accinteIpcMemLazyEnablePeerAccess = 1,
 };
 
 /**
@@ -468,7 +512,8 @@ ACCINTE_EXPORT accinteError_t accinteLaunchKernel(
 ACCINTE_EXPORT accinteError_t accinteEventCreate(accinteEvent_t* event);
 
 /** Creates an event; `flags` is ::accinteEventDefault or a combination of
- * ::accinteEventDisableTiming and ::accinteEventDisableFailureReport. */
+ * ::accinteEventDisableTiming, ::accinteEventDisableFailureReport and
+ * ::accinteEventInterprocess (which needs ::accinteEventDisableTiming). */
 ACCINTE_EXPORT accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
                                                           unsigned int flags);
 
@@ -503,6 +548,86 @@ ACCINTE_EXPORT accinteError_t accinteEventSynchronize(accinteEvent_t event);
 ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
                                                       accinteEvent_t start,
                                                       accinteEvent_t end);
+
+/* ------------------------------------------------------------------------ */
+/* Interprocess communication                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Writes a handle for the device allocation `ptr` points into (anywhere
+ * inside it), which another process can open with accinteIpcOpenMemHandle().
+ *
+ * The handle designates the whole allocation: the importer adds the offset
+ * of `ptr` from the allocation's base (accintePointerGetAttributes()) itself.
+ * The handle stays valid until the allocation is freed or this process exits;
+ * a process that has opened it keeps its mapping after either.
+ *
+ * Memory opened from a handle cannot be exported again
+ * (::accinteErrorInvalidValue, as CUDA refuses); pinned host memory or an
+ * unknown pointer gives ::accinteErrorInvalidDevicePointer.
+ */
+ACCINTE_EXPORT accinteError_t
+accinteIpcGetMemHandle(accinteIpcMemHandle_t* handle, void* ptr);
+
+/**
+ * Maps the allocation of a handle from another process into this one and
+ * writes its base address.
+ *
+ * The memory is device memory of the handle's device, with the same rules as
+ * any allocation of this process: the host cannot touch it, copies and
+ * kernels can. It is the same memory in both processes: what one process
+ * writes, the other reads once the two are ordered (an interprocess event).
+ * Opening the same handle again returns the same address; each open needs
+ * its accinteIpcCloseMemHandle().
+ *
+ * `flags` is ::accinteIpcMemNoFlags or ::accinteIpcMemLazyEnablePeerAccess
+ * (else ::accinteErrorInvalidValue). A handle of this very process, a
+ * malformed one, or one whose allocation or process is gone gives
+ * ::accinteErrorInvalidIpcHandle; a handle of a device this process does not
+ * have, ::accinteErrorInvalidDevice.
+ */
+ACCINTE_EXPORT accinteError_t accinteIpcOpenMemHandle(
+    void** ptr, accinteIpcMemHandle_t handle, unsigned int flags);
+
+/**
+ * Undoes one accinteIpcOpenMemHandle() of the address it returned.
+ *
+ * NB: first waits (without reporting their failures) for the work already
+ * enqueued on every stream of the process, so that once it returns, nothing
+ * in this process still reads or writes the memory: the exporter may reuse
+ * it as soon as it is told. The last close unmaps it. Any other pointer
+ * gives ::accinteErrorInvalidDevicePointer; from a stream's worker,
+ * ::accinteErrorNotPermitted.
+ */
+ACCINTE_EXPORT accinteError_t accinteIpcCloseMemHandle(void* ptr);
+
+/**
+ * Writes a handle for `event`, which another process can open with
+ * accinteIpcOpenEventHandle() to wait for the event's records. The event
+ * must have been created with ::accinteEventInterprocess
+ * (else ::accinteErrorInvalidResourceHandle, as CUDA).
+ */
+ACCINTE_EXPORT accinteError_t
+accinteIpcGetEventHandle(accinteIpcEventHandle_t* handle, accinteEvent_t event);
+
+/**
+ * Opens, as a new event of this process, the event of a handle from another
+ * process.
+ *
+ * The two events share their records: accinteEventQuery(),
+ * accinteEventSynchronize() and accinteStreamWaitEvent() on either one see
+ * the most recent record made by either process, and accinteEventRecord() on
+ * either one records for both. Failures are per process: a record made in
+ * another process carries none of that process's failures. A wait for a
+ * record whose process exited before the record completed fails with
+ * ::accinteErrorIpcPeerExited (a stream that waits for it fails, and its
+ * next synchronize reports it). Destroy it with accinteEventDestroy().
+ *
+ * A handle of this very process, a malformed one, or one whose event or
+ * process is gone gives ::accinteErrorInvalidIpcHandle.
+ */
+ACCINTE_EXPORT accinteError_t accinteIpcOpenEventHandle(
+    accinteEvent_t* event, accinteIpcEventHandle_t handle);
 
 /* ------------------------------------------------------------------------ */
 /* Activity tracing                                                         */
