@@ -1,0 +1,429 @@
+#include <14_ipc/csrc/ipc.h>
+
+#include <01_minimal_ops/csrc/exception.h>
+#include <01_minimal_ops/csrc/runtime.h>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace accinte {
+namespace {
+
+// LITERALINCLUDE START: CH14_COUNTER_PAGE
+/** The counters of one page: 4 KiB of 64-bit counters. */
+constexpr int64_t kCounterSlots = 512;
+
+// NB: the counters are updated by several processes through their own
+// mappings of one page, which needs atomics that work on memory by address
+// alone, with no lock inside the object.
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t));
+
+/** The name of a counter page: what a consumer checks before trusting it. */
+std::string counterPageName(uint64_t nonce) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "accinte-ipc-counters-%016llx",
+                static_cast<unsigned long long>(nonce));
+  return name;
+}
+
+/**
+ * A page of reference counters shared by a producer and its consumers.
+ *
+ * NB: the page is an anonymous memory file (memfd): it has no name in the
+ * file system, so nothing is left behind when the processes end, however
+ * they end. A consumer opens it through `/proc/<producer>/fd/<fd>`, which
+ * the kernel allows to processes of the same user; CUDA's PyTorch keeps its
+ * counters in a named shared-memory file instead.
+ */
+class CounterPage {
+ public:
+  /** A new page of zeroed counters, owned by this process (the producer). */
+  static std::shared_ptr<CounterPage> create() {
+    std::random_device random;
+    const uint64_t nonce = (uint64_t{random()} << 32) | random();
+    const int fd = memfd_create(counterPageName(nonce).c_str(), MFD_CLOEXEC);
+    TORCH_CHECK(fd >= 0,
+                "accinte: cannot create the reference counters of "
+                "shared tensors: ",
+                std::strerror(errno));
+    if (ftruncate(fd, kCounterSlots * sizeof(int64_t)) != 0) {
+      const int error = errno;
+      ::close(fd);
+      TORCH_CHECK(false,
+                  "accinte: cannot size the reference counters of "
+                  "shared tensors: ",
+                  std::strerror(error));
+    }
+    return std::shared_ptr<CounterPage>(new CounterPage(map(fd), fd, nonce));
+  }
+
+  /** The producer's page `handle` names, mapped into this process (once per
+   * page: later calls share the first mapping). */
+  static std::shared_ptr<CounterPage> open(const RefCounterHandle& handle) {
+    static std::mutex mutex;
+    static std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<CounterPage>>
+        opened;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = opened.begin(); it != opened.end();) {
+      it = it->second.expired() ? opened.erase(it) : std::next(it);
+    }
+    auto& cached = opened[{handle.pid, handle.nonce}];
+    if (auto page = cached.lock()) {
+      return page;
+    }
+    const std::string path = "/proc/" + std::to_string(handle.pid) + "/fd/" +
+                             std::to_string(handle.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    // NB: the descriptor number may belong to another file by now, if the
+    // producer closed the page; its name says whether it is still the page.
+    char target[256] = {};
+    const ssize_t length = readlink(path.c_str(), target, sizeof(target) - 1);
+    const std::string expected = "/memfd:" + counterPageName(handle.nonce);
+    if (fd < 0 || length <= 0 ||
+        std::string(target, static_cast<size_t>(length)).rfind(expected, 0) !=
+            0) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+      return nullptr;
+    }
+    void* mapping = map(fd);
+    ::close(fd); // the mapping keeps the page
+    auto page = std::shared_ptr<CounterPage>(
+        new CounterPage(mapping, /*fd=*/-1, handle.nonce));
+    cached = page;
+    return page;
+  }
+
+  ~CounterPage() {
+    munmap(counters_, kCounterSlots * sizeof(int64_t));
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  CounterPage(const CounterPage&) = delete;
+  CounterPage& operator=(const CounterPage&) = delete;
+
+  /** Counter `slot` (checked). */
+  std::atomic<int64_t>& at(int64_t slot) {
+    TORCH_CHECK(slot >= 0 && slot < kCounterSlots,
+                "accinte: reference counter slot ", slot, " out of range");
+    return counters_[slot];
+  }
+
+  /** The handle of counter `slot`, for a consumer (producer side only). */
+  RefCounterHandle handle(int64_t slot) const {
+    TORCH_INTERNAL_ASSERT(fd_ >= 0, "only the producer's page has a handle");
+    return RefCounterHandle{getpid(), fd_, nonce_, slot};
+  }
+
+ private:
+  CounterPage(void* mapping, int fd, uint64_t nonce)
+      : counters_(static_cast<std::atomic<int64_t>*>(mapping)),
+        fd_(fd),
+        nonce_(nonce) {}
+
+  static void* map(int fd) {
+    void* mapping = mmap(nullptr, kCounterSlots * sizeof(int64_t),
+                         PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mapping == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      TORCH_CHECK(false,
+                  "accinte: cannot map the reference counters of "
+                  "shared tensors: ",
+                  std::strerror(error));
+    }
+    return mapping;
+  }
+
+  std::atomic<int64_t>* counters_;
+  /** The page's file in the producer (kept open so that consumers can open
+   * it); -1 in a consumer. */
+  int fd_;
+  uint64_t nonce_;
+};
+// LITERALINCLUDE END: CH14_COUNTER_PAGE
+
+/** Destroys an emulator event when it goes out of scope. */
+struct EventHolder {
+  accinteEvent_t event = nullptr;
+  EventHolder() = default;
+  EventHolder(const EventHolder&) = delete;
+  EventHolder& operator=(const EventHolder&) = delete;
+  EventHolder(EventHolder&& other) noexcept
+      : event(std::exchange(other.event, nullptr)) {}
+  ~EventHolder() {
+    if (event != nullptr) {
+      (void)accinteEventDestroy(event);
+    }
+  }
+};
+
+// LITERALINCLUDE START: CH14_SENT
+/** One send of a storage, as the producer keeps it. */
+struct SentStorage {
+  /** Keeps the storage's block out of the caching allocator. */
+  c10::Storage storage;
+  /** The event recorded for the send, which the consumer opens. */
+  EventHolder event;
+  std::shared_ptr<CounterPage> page;
+  int64_t slot = 0;
+};
+
+/**
+ * Every send a consumer may still hold, and the page whose next slot the
+ * next send takes.
+ *
+ * NB: leaked on purpose, like the emulator's registries: the storages it
+ * holds at exit must not be freed after the allocator is gone.
+ */
+struct SentStorages {
+  std::mutex mutex;
+  std::vector<SentStorage> sent;
+  std::shared_ptr<CounterPage> page;
+  int64_t nextSlot = kCounterSlots;
+
+  static SentStorages& instance() {
+    static auto* sentStorages = new SentStorages();
+    return *sentStorages;
+  }
+};
+// LITERALINCLUDE END: CH14_SENT
+
+/** The counter of one send, taken for the producer: 1, the message. */
+RefCounterHandle takeCounter(SentStorages& sent) {
+  if (sent.nextSlot == kCounterSlots) {
+    sent.page = CounterPage::create();
+    sent.nextSlot = 0;
+  }
+  const int64_t slot = sent.nextSlot++;
+  sent.page->at(slot).store(1);
+  return sent.page->handle(slot);
+}
+
+/** What a consumer tells its user when a handle no longer opens. */
+[[noreturn]] void producerGone(pid_t producer) {
+  TORCH_CHECK(false, "accinte: cannot map the tensor that process ", producer,
+              " sent: that process has exited, or freed the tensor, before "
+              "this one received it. Keep a producer running until its "
+              "consumers have received their tensors (as with CUDA).");
+}
+
+/** Makes `device`'s current stream wait for the event of `shared`. */
+void waitForProducer(const SharedStorage& shared, pid_t producer) {
+  accinteIpcEventHandle_t handle{};
+  TORCH_CHECK(shared.eventHandle.size() == sizeof(handle.reserved),
+              "accinte: an IPC event handle has ", sizeof(handle.reserved),
+              " bytes, not ", shared.eventHandle.size());
+  std::memcpy(handle.reserved, shared.eventHandle.data(),
+              sizeof(handle.reserved));
+  EventHolder event;
+  const accinteError_t status = accinteIpcOpenEventHandle(&event.event, handle);
+  if (status == accinteErrorInvalidIpcHandle) {
+    producerGone(producer);
+  }
+  ACCINTE_CHECK(status);
+  // NB: a wait, not a synchronize: the host goes on at once, and the
+  // consumer's work on the tensor, enqueued after it, runs after the
+  // producer's work that wrote it.
+  ACCINTE_CHECK(accinteStreamWaitEvent(
+      nativeStream(currentStream(shared.device)), event.event));
+}
+
+/** The counter page of `shared`, mapped; fails as producerGone(). */
+std::shared_ptr<CounterPage> counterPage(const SharedStorage& shared,
+                                         pid_t producer) {
+  auto page = CounterPage::open(shared.counter);
+  if (!page) {
+    producerGone(producer);
+  }
+  return page;
+}
+
+// LITERALINCLUDE START: CH14_RELEASE
+/** What a consumer's storage holds besides its bytes. */
+struct ReceivedStorage {
+  /** What accinteIpcOpenMemHandle() returned: the segment's base. */
+  void* base;
+  std::shared_ptr<CounterPage> page;
+  int64_t slot;
+};
+
+/** The deleter of a received storage's bytes. */
+void releaseReceivedStorage(void* context) {
+  std::unique_ptr<ReceivedStorage> received(
+      static_cast<ReceivedStorage*>(context));
+  // NB: close first: it returns once this process's work on the memory has
+  // finished, and from the moment the counter drops, the producer may give
+  // the block to another tensor.
+  const accinteError_t status = accinteIpcCloseMemHandle(received->base);
+  if (status == accinteSuccess) {
+    received->page->at(received->slot).fetch_sub(1);
+  }
+  // NB: otherwise (a process that forked, say) the counter stays up and
+  // the producer keeps the block until it exits: safe, where releasing it
+  // early would let the producer overwrite memory still in use here.
+}
+// LITERALINCLUDE END: CH14_RELEASE
+
+} // namespace
+
+// LITERALINCLUDE START: CH14_SHARE
+SharedStorage shareStorage(const c10::Storage& storage) {
+  TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1,
+              "accinte: shareStorage takes an accinte storage, not a ",
+              storage.device_type(), " one");
+  TORCH_CHECK(!isReceivedStorage(storage),
+              "accinte: this tensor was received from another process and "
+              "cannot be sent on (CUDA refuses too); send a clone() of it");
+  // NB: mutable_data() first gives a copy-on-write storage bytes of its
+  // own: the consumer writes into the same memory as the producer.
+  c10::Storage writable = storage;
+  void* data = writable.mutable_data();
+  TORCH_INTERNAL_ASSERT(data != nullptr,
+                        "a storage without bytes is not "
+                        "shared through a handle");
+  const c10::DeviceIndex device = storage.device().index();
+  const c10::DeviceGuard guard(storage.device());
+
+  accintePointerAttributes attributes{};
+  ACCINTE_CHECK(accintePointerGetAttributes(&attributes, data));
+  TORCH_CHECK(attributes.type == accinteMemoryTypeDevice,
+              "accinte: the storage's bytes are not device memory");
+  accinteIpcMemHandle_t memory{};
+  ACCINTE_CHECK(
+      accinteIpcGetMemHandle(&memory, data)); // LITERALINCLUDE EMPHASIZE
+
+  SharedStorage shared;
+  shared.device = device;
+  shared.memoryHandle.assign(memory.reserved, sizeof(memory.reserved));
+  shared.offset = static_cast<size_t>(static_cast<char*>(data) -
+                                      static_cast<char*>(attributes.base));
+  shared.nbytes = storage.nbytes();
+
+  // The consumer's work must wait for the producer's, already enqueued on
+  // its current stream, that writes the storage.
+  SentStorage sent;
+  ACCINTE_CHECK(accinteEventCreateWithFlags(
+      &sent.event.event, accinteEventDisableTiming | accinteEventInterprocess));
+  ACCINTE_CHECK(accinteEventRecord(sent.event.event,
+                                   nativeStream(currentStream(device))));
+  accinteIpcEventHandle_t event{};
+  ACCINTE_CHECK(accinteIpcGetEventHandle(
+      &event, sent.event.event)); // LITERALINCLUDE EMPHASIZE
+  shared.eventHandle.assign(event.reserved, sizeof(event.reserved));
+
+  auto& sentStorages = SentStorages::instance();
+  std::lock_guard<std::mutex> lock(sentStorages.mutex);
+  shared.counter = takeCounter(sentStorages); // LITERALINCLUDE EMPHASIZE
+  sent.storage = storage;
+  sent.page = sentStorages.page;
+  sent.slot = shared.counter.slot;
+  sentStorages.sent.push_back(std::move(sent));
+  return shared;
+}
+// LITERALINCLUDE END: CH14_SHARE
+
+// LITERALINCLUDE START: CH14_OPEN
+c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
+  checkDeviceIndex(shared.device);
+  const c10::Device device(c10::DeviceType::PrivateUse1, shared.device);
+  const c10::DeviceGuard guard(device);
+  accinteIpcMemHandle_t handle{};
+  TORCH_CHECK(shared.memoryHandle.size() == sizeof(handle.reserved),
+              "accinte: an IPC memory handle has ", sizeof(handle.reserved),
+              " bytes, not ", shared.memoryHandle.size());
+  std::memcpy(handle.reserved, shared.memoryHandle.data(),
+              sizeof(handle.reserved));
+  auto page = counterPage(shared, producer);
+
+  void* base = nullptr;
+  const accinteError_t status =
+      accinteIpcOpenMemHandle( // LITERALINCLUDE EMPHASIZE
+          &base, handle, accinteIpcMemLazyEnablePeerAccess);
+  if (status == accinteErrorInvalidIpcHandle) {
+    producerGone(producer);
+  }
+  ACCINTE_CHECK(status);
+  auto received = std::make_unique<ReceivedStorage>(
+      ReceivedStorage{base, std::move(page), shared.counter.slot});
+  accintePointerAttributes attributes{};
+  ACCINTE_CHECK(accintePointerGetAttributes(&attributes, base));
+  TORCH_CHECK(shared.offset <= attributes.size &&
+                  shared.nbytes <= attributes.size - shared.offset,
+              "accinte: a shared storage of ", shared.nbytes, " bytes at ",
+              shared.offset, " runs past its ", attributes.size,
+              "-byte allocation");
+  // NB: from here on the DataPtr owns the mapping and the counter: if the
+  // wait below raises, dropping it closes both.
+  c10::DataPtr dataPtr(static_cast<char*>(base) + shared.offset,
+                       received.release(), &releaseReceivedStorage, device);
+  // NB: not resizable: the bytes around the storage belong to other tensors
+  // of the producer's segment.
+  auto storage = c10::Storage(c10::make_storage_impl(
+      c10::StorageImpl::use_byte_size_t(), c10::SymInt(shared.nbytes),
+      std::move(dataPtr), /*allocator=*/nullptr, /*resizable=*/false, device));
+  waitForProducer(shared, producer); // LITERALINCLUDE EMPHASIZE
+  return storage;
+}
+// LITERALINCLUDE END: CH14_OPEN
+
+void acceptSharedStorageAgain(const SharedStorage& shared, pid_t producer) {
+  checkDeviceIndex(shared.device);
+  const c10::DeviceGuard guard(
+      c10::Device(c10::DeviceType::PrivateUse1, shared.device));
+  auto page = counterPage(shared, producer);
+  // NB: a storage sent and received by one process is the producer's own:
+  // no handle was opened, and the emulator opens none of its own process.
+  if (producer != getpid()) {
+    waitForProducer(shared, producer);
+  }
+  page->at(shared.counter.slot).fetch_sub(1);
+}
+
+bool isReceivedStorage(const c10::Storage& storage) {
+  return storage.data_ptr().get_deleter() == &releaseReceivedStorage;
+}
+
+// LITERALINCLUDE START: CH14_COLLECT
+size_t collectSharedStorages() {
+  auto& sentStorages = SentStorages::instance();
+  std::vector<SentStorage> released;
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(sentStorages.mutex);
+    std::vector<SentStorage> kept;
+    for (auto& sent : sentStorages.sent) {
+      // LITERALINCLUDE EMPHASIZE NEXT
+      auto& target = sent.page->at(sent.slot).load() == 0 ? released : kept;
+      target.push_back(std::move(sent));
+    }
+    sentStorages.sent = std::move(kept);
+    held = sentStorages.sent.size();
+  }
+  // NB: outside the lock: freeing a storage returns its block to the caching
+  // allocator, which takes its own lock.
+  released.clear();
+  return held;
+}
+// LITERALINCLUDE END: CH14_COLLECT
+
+} // namespace accinte

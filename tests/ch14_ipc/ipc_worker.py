@@ -1,0 +1,116 @@
+"""What the child processes of chapter 14's tests run.
+
+A child is started with ``spawn`` (or ``forkserver``) from the hermetic
+interpreter, imports torch, which loads the stage on ``PYTHONPATH``, and
+imports this module by name (``spawn`` gives the child the parent's
+``sys.path``).
+"""
+
+import sys
+from multiprocessing.reduction import ForkingPickler
+
+import torch
+import torch_accinte  # noqa: F401  (before stage 06, nothing autoloads it)
+from torch_accinte import _C
+
+#: Tensors a "hold" request keeps until its "release".
+_held = {}
+
+
+def describe(tensor):
+    """What the parent compares: the values (on the CPU) and the layout."""
+    return {
+        "values": tensor.detach().cpu(),
+        "device": str(tensor.device),
+        "dtype": tensor.dtype,
+        "size": tuple(tensor.size()),
+        "stride": tensor.stride(),
+        "storage_offset": tensor.storage_offset(),
+        "storage_nbytes": tensor.untyped_storage().nbytes(),
+        "type": type(tensor).__name__,
+        "requires_grad": tensor.requires_grad,
+    }
+
+
+def read(tensor):
+    return describe(tensor)
+
+
+def read_many(tensors):
+    """Several tensors of one message, and whether they share a storage."""
+    pointers = {t.untyped_storage().data_ptr() for t in tensors}
+    return [describe(t) for t in tensors], len(pointers)
+
+
+def add_one(tensor):
+    """Writes through the received tensor; the parent reads the same memory."""
+    tensor.add_(1)
+    torch.accinte.synchronize()
+
+
+def write_late_then_drop(box, value):
+    """Enqueues a write behind a closed gate, then drops the tensor: the
+    release must wait for the write before the producer may reuse it."""
+    tensor = box.pop()
+    gate = _C._testing.StreamGate(tensor.device.index, 0.5)
+    tensor.fill_(value)
+    del tensor
+    gate.open()
+
+
+def resend(tensor):
+    """Tries to send a received tensor on."""
+    ForkingPickler.dumps(tensor)
+
+
+def make(values, device):
+    """A tensor made here, sent back to the parent (which must not see it
+    before the work that computes it has run)."""
+    gate = _C._testing.StreamGate(torch.device(device).index, 0.3)
+    result = values.to(device) * 2
+    del gate
+    return result
+
+
+def hold(key, tensor):
+    _held[key] = tensor
+
+
+def release(key):
+    del _held[key]
+
+
+CASES = {name: globals()[name] for name in (
+    "read", "read_many", "add_one", "write_late_then_drop", "resend", "make",
+    "hold", "release")}
+
+
+def serve(requests, replies):
+    """A consumer: runs each request ``(name, args)`` and replies
+    ``(True, result)`` or ``(False, "Type: message")``, until ``None``."""
+    while True:
+        request = requests.get()
+        if request is None:
+            return
+        name, args = request
+        try:
+            replies.put((True, CASES[name](*args)))
+        except Exception as error:  # noqa: BLE001  (reported to the parent)
+            replies.put((False, f"{type(error).__name__}: {error}"))
+
+
+def check_argument(tensor, expected, results):
+    """A ``Process`` target: its argument arrived with the right values."""
+    results.put(bool(torch.equal(tensor.cpu(), expected)) and str(tensor.device))
+
+
+def receive_from_pipe(receiver, results):
+    """A ``Process`` target: a tensor arrives through a Pipe."""
+    tensor, expected = receiver.recv()
+    check_argument(tensor, expected, results)
+
+
+def send_and_exit(queue):
+    """A producer that exits with its tensor still in the queue."""
+    queue.put(torch.arange(1000.0, device="accinte"))
+    sys.exit(0)
