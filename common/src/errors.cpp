@@ -10,7 +10,7 @@ struct ErrorText {
   const char* description;
 };
 
-static_assert(accinteErrorNotPermitted == 16,
+static_assert(accinteErrorIpcPeerExited == 18,
               "a new error code needs its name and description below");
 
 ErrorText errorText(accinteError_t error) {
@@ -69,6 +69,14 @@ ErrorText errorText(accinteError_t error) {
       return {"accinteErrorNotPermitted",
               "the call would wait for a stream from inside a kernel running "
               "on a stream's worker thread"};
+    case accinteErrorInvalidIpcHandle:
+      return {"accinteErrorInvalidIpcHandle",
+              "the IPC handle is malformed, was made by this process, or its "
+              "memory, event or process is gone"};
+    case accinteErrorIpcPeerExited:
+      return {"accinteErrorIpcPeerExited",
+              "the process that recorded the interprocess event exited before "
+              "the record completed"};
   }
   return {"accinteErrorUnknown", "unknown error code"};
 }

@@ -1,9 +1,15 @@
 #include "event.h"
 
+#include "ipc.h"
 #include "lifecycle.h"
 #include "stream.h"
 #include "trace.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 namespace accinte::emulator {
@@ -18,7 +24,122 @@ uintptr_t fromEventHandle(accinteEvent_t handle) {
   return reinterpret_cast<uintptr_t>(handle);
 }
 
+/** The size of an interprocess event's shared memfd: one page. */
+size_t sharedPageSize() {
+  return static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+/** How long a waiter sleeps between checks that the recording process is
+ * still alive. */
+constexpr int kPeerPollMs = 50;
+
+/** What a stream that waited for a record that can never complete reports.
+ */
+constexpr const char* kPeerExitedMessage =
+    "waited for an interprocess event whose recording process exited before "
+    "the record completed (accinteErrorIpcPeerExited)";
+
 } // namespace
+
+std::shared_ptr<SharedEventState> SharedEventState::create() {
+  const uint64_t nonce = newIpcNonce();
+  const int fd = createIpcMemfd(kIpcEventPrefix, nonce, sharedPageSize());
+  if (fd < 0) {
+    return nullptr;
+  }
+  void* mapping = mmap(nullptr, sharedPageSize(), PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) {
+    close(fd);
+    return nullptr;
+  }
+  auto* page = new (mapping) SharedEventPage{};
+  page->magic = kIpcEventMagic;
+  return std::shared_ptr<SharedEventState>(
+      new SharedEventState(page, fd, nonce));
+}
+
+std::shared_ptr<SharedEventState> SharedEventState::open(
+    const IpcEventHandleData& data) {
+  const int fd = openPeerMemfd({data.pid, data.startTime}, data.fd,
+                               kIpcEventPrefix, data.nonce, sharedPageSize());
+  if (fd < 0) {
+    return nullptr;
+  }
+  void* mapping = mmap(nullptr, sharedPageSize(), PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+  // NB: the mapping keeps the page; this process needs no descriptor.
+  close(fd);
+  if (mapping == MAP_FAILED) {
+    return nullptr;
+  }
+  auto* page = static_cast<SharedEventPage*>(mapping);
+  if (page->magic != kIpcEventMagic) {
+    munmap(mapping, sharedPageSize());
+    return nullptr;
+  }
+  return std::shared_ptr<SharedEventState>(
+      new SharedEventState(page, -1, data.nonce));
+}
+
+SharedEventState::~SharedEventState() {
+  munmap(page_, sharedPageSize());
+  if (fd_ >= 0) {
+    close(fd_);
+  }
+}
+
+// LITERALINCLUDE START: EMULATOR_IPC_EVENT
+uint64_t SharedEventState::startRecord() {
+  // NB: who records is stored before the generation is published: a waiter
+  // that sees the generation sees this recorder (or a later one).
+  page_->recorder.store(packRecorder(selfIdentity()));
+  return page_->recorded.fetch_add(1) + 1; // LITERALINCLUDE EMPHASIZE
+}
+
+void SharedEventState::complete(uint64_t generation) {
+  uint64_t completed = page_->completed.load();
+  // LITERALINCLUDE EMPHASIZE NEXT 2
+  while (completed < generation &&
+         !page_->completed.compare_exchange_weak(completed, generation)) {
+  }
+  page_->futexWord.fetch_add(1);
+  futexWakeAll(&page_->futexWord); // LITERALINCLUDE EMPHASIZE
+}
+
+accinteError_t SharedEventState::query(uint64_t generation) {
+  if (page_->completed.load() >= generation) {
+    return accinteSuccess;
+  }
+  if (recorderIsAlive(page_->recorder.load())) {
+    return accinteErrorNotReady;
+  }
+  // The recorder may have completed the record just before it exited.
+  return page_->completed.load() >= generation ? accinteSuccess
+                                               : accinteErrorIpcPeerExited;
+}
+
+accinteError_t SharedEventState::wait(uint64_t generation) {
+  while (true) {
+    // NB: the word is read before the check, so a completion between the
+    // check and the sleep changes it and the sleep returns at once.
+    const uint32_t word = page_->futexWord.load();
+    if (page_->completed.load() >= generation) {
+      return accinteSuccess;
+    }
+    // LITERALINCLUDE EMPHASIZE NEXT
+    futexWait(&page_->futexWord, word, kPeerPollMs);
+    const accinteError_t status = query(generation);
+    if (status != accinteErrorNotReady) {
+      return status;
+    }
+  }
+}
+// LITERALINCLUDE END: EMULATOR_IPC_EVENT
+
+uint64_t SharedEventState::latest() {
+  return page_->recorded.load();
+}
 
 void EventCompletion::complete(CarriedFailures failures) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -73,11 +194,66 @@ void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record) {
 }
 // LITERALINCLUDE END: EMULATOR_FAILURE_PROPAGATION
 
-std::shared_ptr<EventCompletion> Event::startRecord() {
+void enqueueInterprocessRecord(Stream& stream,
+                               std::shared_ptr<EventCompletion> record,
+                               std::shared_ptr<SharedEventState> shared,
+                               uint64_t generation) {
+  stream.enqueue(makeOperation([record = std::move(record),
+                                shared = std::move(shared), generation,
+                                &stream] {
+    record->complete(stream.carriedFailures());
+    shared->complete(generation);
+    return accinteSuccess;
+  }));
+}
+
+void enqueueInterprocessWait(Stream& stream,
+                             std::shared_ptr<SharedEventState> shared,
+                             uint64_t generation) {
+  stream.enqueue(
+      makeOperation([shared = std::move(shared), generation]() {
+        if (shared->wait(generation) != accinteSuccess) {
+          // NB: thrown, so that the stream's failure says why, as a kernel's
+          // exception does.
+          throw std::runtime_error(kPeerExitedMessage);
+        }
+        return accinteSuccess;
+      }));
+}
+
+std::shared_ptr<EventCompletion> Event::startRecord(uint64_t* generation) {
   auto completion = std::make_shared<EventCompletion>();
   std::lock_guard<std::mutex> lock(mutex_);
   latestRecord_ = completion;
+  if (shared_) {
+    latestGeneration_ = shared_->startRecord();
+    if (generation != nullptr) {
+      *generation = latestGeneration_;
+    }
+  }
   return completion;
+}
+
+RecordTarget Event::latestTarget() {
+  RecordTarget target;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!shared_) {
+    target.local = latestRecord_;
+    return target;
+  }
+  const uint64_t generation = shared_->latest();
+  if (generation == 0) {
+    return target;
+  }
+  // NB: this process's own latest record, with its failures, unless another
+  // process recorded since; then that record, without failures.
+  if (latestRecord_ && latestGeneration_ == generation) {
+    target.local = latestRecord_;
+  } else {
+    target.shared = shared_;
+    target.generation = generation;
+  }
+  return target;
 }
 
 std::shared_ptr<EventCompletion> Event::latestRecord() {
@@ -94,8 +270,25 @@ EventRegistry& EventRegistry::instance() {
 accinteError_t EventRegistry::create(unsigned int flags,
                                      accinteEvent_t* handle) {
   markInitialised();
+  std::shared_ptr<SharedEventState> shared;
+  if ((flags & accinteEventInterprocess) != 0) {
+    shared = SharedEventState::create();
+    if (!shared) {
+      return accinteErrorMemoryAllocation;
+    }
+  }
   const uintptr_t value = newHandleValue();
-  auto event = std::make_shared<Event>(flags);
+  auto event = std::make_shared<Event>(flags, std::move(shared));
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.emplace(value, std::move(event));
+  *handle = toEventHandle(value);
+  return accinteSuccess;
+}
+
+accinteError_t EventRegistry::add(std::shared_ptr<Event> event,
+                                  accinteEvent_t* handle) {
+  markInitialised();
+  const uintptr_t value = newHandleValue();
   std::lock_guard<std::mutex> lock(mutex_);
   events_.emplace(value, std::move(event));
   *handle = toEventHandle(value);
@@ -135,8 +328,14 @@ accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
                                            unsigned int flags) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   constexpr auto kKnownFlags = static_cast<unsigned int>(
-      accinteEventDisableTiming | accinteEventDisableFailureReport);
+      accinteEventDisableTiming | accinteEventDisableFailureReport |
+      accinteEventInterprocess);
   if (event == nullptr || (flags & ~kKnownFlags) != 0) {
+    return accinteErrorInvalidValue;
+  }
+  // As in CUDA: another process's records have no time on this one's clock.
+  if ((flags & accinteEventInterprocess) != 0 &&
+      (flags & accinteEventDisableTiming) == 0) {
     return accinteErrorInvalidValue;
   }
   return EventRegistry::instance().create(flags, event);
@@ -158,6 +357,13 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
   std::shared_ptr<Stream> resolvedStream;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolvedStream));
+  if (resolvedEvent->shared()) {
+    uint64_t generation = 0;
+    auto record = resolvedEvent->startRecord(&generation);
+    enqueueInterprocessRecord(*resolvedStream, std::move(record),
+                              resolvedEvent->shared(), generation);
+    return accinteSuccess;
+  }
   // Each record is a fresh completion: waiters that captured an older record
   // keep waiting for that one only.
   enqueueRecord(*resolvedStream, resolvedEvent->startRecord());
@@ -170,7 +376,11 @@ accinteError_t accinteEventQuery(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
-  auto record = resolved->latestRecord();
+  const RecordTarget target = resolved->latestTarget();
+  if (target.shared) {
+    return target.shared->query(target.generation);
+  }
+  const auto& record = target.local;
   if (!record) {
     return accinteSuccess;
   }
@@ -188,7 +398,11 @@ accinteError_t accinteEventSynchronize(accinteEvent_t event) {
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
-  auto record = resolved->latestRecord();
+  const RecordTarget target = resolved->latestTarget();
+  if (target.shared) {
+    return target.shared->wait(target.generation);
+  }
+  const auto& record = target.local;
   if (!record) {
     return accinteSuccess;
   }
@@ -241,7 +455,13 @@ accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
       EventRegistry::instance().resolve(event, &resolvedEvent));
   // The record is captured now: recording the event again later must not
   // change what this stream waits for.
-  auto record = resolvedEvent->latestRecord();
+  RecordTarget target = resolvedEvent->latestTarget();
+  if (target.shared) {
+    enqueueInterprocessWait(*resolvedStream, std::move(target.shared),
+                            target.generation);
+    return accinteSuccess;
+  }
+  auto record = std::move(target.local);
   if (!record) {
     return accinteSuccess;
   }

@@ -44,6 +44,60 @@ class EventCompletion {
 };
 
 class Stream;
+struct IpcEventHandleData;
+struct SharedEventPage;
+
+/**
+ * The records of an interprocess event as every process that has the event
+ * sees them: a page of a memfd that each maps (SharedEventPage).
+ *
+ * NB: shared (not owned by the event) for the same reason as
+ * EventCompletion: an enqueued record or wait may outlive the event.
+ */
+class SharedEventState {
+ public:
+  /** Creates a new page (the exporting process); nullptr if none can be
+   * made. */
+  static std::shared_ptr<SharedEventState> create();
+  /** Maps the page of another process's handle; nullptr if the handle is
+   * malformed or its event or process is gone. */
+  static std::shared_ptr<SharedEventState> open(const IpcEventHandleData& data);
+  ~SharedEventState();
+  SharedEventState(const SharedEventState&) = delete;
+  SharedEventState& operator=(const SharedEventState&) = delete;
+
+  /** Starts a record by this process and returns its generation. */
+  uint64_t startRecord();
+  /** Marks generation `generation` (and every earlier one) complete and
+   * wakes every waiting process. */
+  void complete(uint64_t generation);
+  /** The generation of the latest record of any process; 0 if none. */
+  uint64_t latest();
+  /** ::accinteSuccess once `generation` completed,
+   * ::accinteErrorIpcPeerExited if it never will (its recorder exited),
+   * else ::accinteErrorNotReady. */
+  accinteError_t query(uint64_t generation);
+  /** Blocks until query(`generation`) is not ::accinteErrorNotReady and
+   * returns it. */
+  accinteError_t wait(uint64_t generation);
+
+  /** The memfd's descriptor (-1 in an importing process). */
+  int fd() const {
+    return fd_;
+  }
+  /** The nonce in the memfd's name. */
+  uint64_t nonce() const {
+    return nonce_;
+  }
+
+ private:
+  SharedEventState(SharedEventPage* page, int fd, uint64_t nonce)
+      : page_(page), fd_(fd), nonce_(nonce) {}
+
+  SharedEventPage* const page_;
+  const int fd_;
+  const uint64_t nonce_;
+};
 
 /** Enqueues on `stream` the completion of `record`: it completes when the
  * stream reaches it, and carries the failures the stream carries then. */
@@ -53,11 +107,43 @@ void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record);
  * the failures `record` carries too. */
 void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record);
 
+/** Enqueues on `stream` the completion of a record of an interprocess
+ * event: `record` (this process's view, with failures) and generation
+ * `generation` of `shared`. */
+void enqueueInterprocessRecord(Stream& stream,
+                               std::shared_ptr<EventCompletion> record,
+                               std::shared_ptr<SharedEventState> shared,
+                               uint64_t generation);
+
+/** Enqueues on `stream` a wait for generation `generation` of `shared`; if
+ * its recording process exits first, the wait fails and `stream` carries
+ * the failure. */
+void enqueueInterprocessWait(Stream& stream,
+                             std::shared_ptr<SharedEventState> shared,
+                             uint64_t generation);
+
+/** What a query, synchronize or stream wait of an event waits for: nothing,
+ * a record of this process (`local`), or a generation of an interprocess
+ * event's shared records made by another process. */
+struct RecordTarget {
+  /** A record of this process, with its failures. */
+  std::shared_ptr<EventCompletion> local;
+  /** Set when waiting on the shared records instead. */
+  std::shared_ptr<SharedEventState> shared;
+  /** The generation of `shared` to wait for. */
+  uint64_t generation = 0;
+};
+
 /** An event: its flags and its most recent record, if any. */
 class Event {
  public:
-  /** Creates an event with `accinteEvent*` flags. */
-  explicit Event(unsigned int flags) : flags_(flags) {}
+  /** Creates an event with `accinteEvent*` flags; `shared` is the shared
+   * state of an interprocess event (`opened` if from another process's
+   * handle). */
+  explicit Event(unsigned int flags,
+                 std::shared_ptr<SharedEventState> shared = nullptr,
+                 bool opened = false)
+      : flags_(flags), shared_(std::move(shared)), opened_(opened) {}
 
   /** False if created with ::accinteEventDisableTiming. */
   bool hasTiming() const {
@@ -69,16 +155,37 @@ class Event {
     return (flags_ & accinteEventDisableFailureReport) == 0;
   }
 
-  /** Starts a new record and returns its completion. */
-  std::shared_ptr<EventCompletion> startRecord();
+  /** The shared records of an interprocess event, else nullptr. */
+  const std::shared_ptr<SharedEventState>& shared() const {
+    return shared_;
+  }
 
-  /** The most recent record, or nullptr if never recorded. */
+  /** True for an event opened from another process's handle. */
+  bool isOpened() const {
+    return opened_;
+  }
+
+  /** Starts a new record and returns its completion; for an interprocess
+   * event, also a new generation of the shared records, in `generation`. */
+  std::shared_ptr<EventCompletion> startRecord(uint64_t* generation = nullptr);
+
+  /** The most recent record of this process, or nullptr if never recorded.
+   */
   std::shared_ptr<EventCompletion> latestRecord();
+
+  /** What a wait for the event's most recent record waits for: this
+   * process's latest record, unless another process recorded the
+   * interprocess event since. */
+  RecordTarget latestTarget();
 
  private:
   const unsigned int flags_;
+  const std::shared_ptr<SharedEventState> shared_;
+  const bool opened_;
   std::mutex mutex_;
   std::shared_ptr<EventCompletion> latestRecord_;
+  /** The shared generation of latestRecord_ (interprocess events). */
+  uint64_t latestGeneration_ = 0;
 };
 
 /** Every live event of the process, by handle. */
@@ -89,6 +196,10 @@ class EventRegistry {
 
   /** Creates an event and writes its handle. */
   accinteError_t create(unsigned int flags, accinteEvent_t* handle);
+
+  /** Registers an event opened from another process's handle and writes
+   * its handle. */
+  accinteError_t add(std::shared_ptr<Event> event, accinteEvent_t* handle);
 
   /** Resolves a handle; NULL or unknown gives
    * ::accinteErrorInvalidResourceHandle. */

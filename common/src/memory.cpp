@@ -1,6 +1,7 @@
 #include "memory.h"
 
 #include "config.h"
+#include "ipc.h"
 #include "lifecycle.h"
 #include "stream.h"
 #include "trace.h"
@@ -8,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -39,15 +41,38 @@ size_t deviceMappingSize(size_t size) {
                               : roundUp(size, kHugePageSize);
 }
 
-/** Waits for every operation enqueued so far on `device` (-1: on every
- * device) to finish, without consuming pending failures. */
+/** Copies the pages of `src` that are not all zero to `dst`, which is
+ * zero-filled; `size` is a whole number of pages. */
+void copyNonZeroPages(unsigned char* dst, const unsigned char* src,
+                      size_t size) {
+  static const size_t pageSize = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // NB: a device allocation is MAP_NORESERVE and mostly never written; its
+  // untouched pages read as the shared zero page. Writing them all to the
+  // memfd would commit host memory for the whole allocation.
+  for (size_t offset = 0; offset < size; offset += pageSize) {
+    const unsigned char* page = src + offset;
+    bool zero = true;
+    for (size_t i = 0; i < pageSize; i += sizeof(uint64_t)) {
+      uint64_t word = 0;
+      std::memcpy(&word, page + i, sizeof(word));
+      if (word != 0) {
+        zero = false;
+        break;
+      }
+    }
+    if (!zero) {
+      std::memcpy(dst + offset, page, pageSize);
+    }
+  }
+}
+
+} // namespace
+
 void drainStreams(int device) {
   for (auto& stream : StreamRegistry::instance().streamsOf(device)) {
     stream->waitIdle();
   }
 }
-
-} // namespace
 
 MemoryRegistry& MemoryRegistry::instance() {
   // NB: leaked on purpose. Worker threads may still close allocations while
@@ -125,8 +150,185 @@ accinteError_t MemoryRegistry::freeDevice(const AllocationRef& ref) {
   if (allocation == nullptr) {
     return accinteErrorInvalidDevicePointer;
   }
+  if (allocation->imported) {
+    return accinteErrorInvalidDevicePointer;
+  }
   const size_t mappedSize = allocation->mappedSize;
+  const int ipcFd = allocation->ipcFd;
   usedBytes_[allocation->device] -= allocation->size;
+  allocations_.erase(ref.base);
+  lock.unlock();
+  munmap(reinterpret_cast<void*>(ref.base), mappedSize);
+  // NB: closed after the unmap: from here on, a handle of the allocation no
+  // longer opens (its descriptor is gone from /proc/<pid>/fd), while the
+  // processes that opened it keep their own mappings of the memfd.
+  if (ipcFd >= 0) {
+    ::close(ipcFd);
+  }
+  return accinteSuccess;
+}
+
+// LITERALINCLUDE START: EMULATOR_IPC_SHARE
+accinteError_t MemoryRegistry::makeShareableLocked(uintptr_t base,
+                                                   Allocation& allocation) {
+  void* const address = reinterpret_cast<void*>(base);
+  const size_t mappedSize = allocation.mappedSize;
+  const uint64_t nonce = newIpcNonce();
+  const int fd = createIpcMemfd(kIpcMemPrefix, nonce, mappedSize);
+  if (fd < 0) {
+    return accinteErrorMemoryAllocation;
+  }
+  void* staging = mmap(nullptr, mappedSize, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (staging == MAP_FAILED) {
+    ::close(fd);
+    return accinteErrorMemoryAllocation;
+  }
+  // The contents so far move into the memfd...
+  mprotect(address, mappedSize, PROT_READ);
+  copyNonZeroPages(static_cast<unsigned char*>(staging),
+                   static_cast<const unsigned char*>(address), mappedSize);
+  munmap(staging, mappedSize);
+  // ...which then replaces the private pages at the same address, so that
+  // every pointer into the allocation, queued work included, stays valid.
+  // LITERALINCLUDE EMPHASIZE NEXT 2
+  void* mapping = mmap(address, mappedSize, PROT_NONE,
+                       MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0);
+  if (mapping != address) {
+    // NB: MAP_FIXED over an existing mapping of the same size only fails if
+    // the kernel is out of memory for its bookkeeping; the old pages are
+    // still there then, protected again.
+    mprotect(address, mappedSize, PROT_NONE);
+    ::close(fd);
+    return accinteErrorMemoryAllocation;
+  }
+  if (mappedSize >= kHugePageSize) {
+    (void)madvise(mapping, mappedSize, MADV_HUGEPAGE);
+  }
+  allocation.ipcFd = fd;
+  allocation.ipcNonce = nonce;
+  return accinteSuccess;
+}
+// LITERALINCLUDE END: EMULATOR_IPC_SHARE
+
+accinteError_t MemoryRegistry::exportDevice(const AllocationRef& ref,
+                                            IpcMemHandleData* data) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Allocation* allocation = lookupLocked(ref);
+  if (allocation == nullptr || allocation->type != accinteMemoryTypeDevice) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  if (allocation->imported) {
+    return accinteErrorInvalidValue;
+  }
+  if (allocation->ipcFd < 0) {
+    // NB: a copy or kernel running on it would write to the private pages
+    // while they are copied; queued work is not in the way, since it
+    // designates the allocation by address and serial, which stay the same.
+    allocationClosed_.wait(lock, [&] {
+      allocation = lookupLocked(ref);
+      return allocation == nullptr || allocation->openCount == 0;
+    });
+    if (allocation == nullptr) {
+      return accinteErrorInvalidDevicePointer;
+    }
+    if (allocation->ipcFd < 0) {
+      ACCINTE_RETURN_IF_ERROR(makeShareableLocked(ref.base, *allocation));
+    }
+  }
+  const ProcessIdentity& self = selfIdentity();
+  std::memset(data, 0, sizeof(*data));
+  data->magic = kIpcMemMagic;
+  data->version = kIpcHandleVersion;
+  data->pid = self.pid;
+  data->fd = allocation->ipcFd;
+  data->startTime = self.startTime;
+  data->nonce = allocation->ipcNonce;
+  data->size = allocation->size;
+  data->mappedSize = allocation->mappedSize;
+  data->device = allocation->device;
+  return accinteSuccess;
+}
+
+accinteError_t MemoryRegistry::importDevice(const IpcMemHandleData& data,
+                                            void** ptr) {
+  const auto findImported = [&]() -> Allocation* {
+    for (auto& entry : allocations_) {
+      Allocation& allocation = entry.second;
+      if (allocation.imported && allocation.importCount > 0 &&
+          allocation.ipcNonce == data.nonce &&
+          allocation.exporterPid == data.pid) {
+        *ptr = reinterpret_cast<void*>(entry.first);
+        return &allocation;
+      }
+    }
+    return nullptr;
+  };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (Allocation* existing = findImported()) {
+      ++existing->importCount;
+      return accinteSuccess;
+    }
+  }
+  const size_t mappedSize = static_cast<size_t>(data.mappedSize);
+  const int fd = openPeerMemfd({data.pid, data.startTime}, data.fd,
+                               kIpcMemPrefix, data.nonce, mappedSize);
+  if (fd < 0) {
+    return accinteErrorInvalidIpcHandle;
+  }
+  // LITERALINCLUDE START: EMULATOR_IPC_IMPORT
+  // NB: the mapping holds the memfd's pages by itself: the descriptor can
+  // go, and the memory stays until this process unmaps it, whatever the
+  // exporter does meanwhile.
+  // LITERALINCLUDE EMPHASIZE NEXT 2
+  void* mapping = mmap(nullptr, mappedSize, PROT_NONE,
+                       MAP_SHARED | MAP_NORESERVE, fd, 0);
+  ::close(fd);
+  // LITERALINCLUDE END: EMULATOR_IPC_IMPORT
+  if (mapping == MAP_FAILED) {
+    return accinteErrorMemoryAllocation;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Allocation* existing = findImported()) {
+    // Opened by another thread meanwhile: keep the first mapping.
+    ++existing->importCount;
+    munmap(mapping, mappedSize);
+    return accinteSuccess;
+  }
+  Allocation allocation;
+  allocation.size = static_cast<size_t>(data.size);
+  allocation.mappedSize = mappedSize;
+  allocation.device = data.device;
+  allocation.type = accinteMemoryTypeDevice;
+  allocation.serial = nextSerial_++;
+  allocation.ipcNonce = data.nonce;
+  allocation.exporterPid = data.pid;
+  allocation.imported = true;
+  allocation.importCount = 1;
+  allocations_.emplace(reinterpret_cast<uintptr_t>(mapping), allocation);
+  *ptr = mapping;
+  return accinteSuccess;
+}
+
+accinteError_t MemoryRegistry::closeImported(const AllocationRef& ref) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Allocation* allocation = lookupLocked(ref);
+  if (allocation == nullptr || !allocation->imported) {
+    return accinteErrorInvalidDevicePointer;
+  }
+  if (--allocation->importCount > 0) {
+    return accinteSuccess;
+  }
+  // Work of another thread, enqueued after the caller drained, may use it.
+  allocationClosed_.wait(lock, [&] {
+    allocation = lookupLocked(ref);
+    return allocation == nullptr || allocation->openCount == 0;
+  });
+  if (allocation == nullptr) {
+    return accinteSuccess;
+  }
+  const size_t mappedSize = allocation->mappedSize;
   allocations_.erase(ref.base);
   lock.unlock();
   munmap(reinterpret_cast<void*>(ref.base), mappedSize);
@@ -193,6 +395,7 @@ std::optional<AllocationInfo> MemoryRegistry::find(const void* ptr) {
   info.device = it->second.device;
   info.ref = AllocationRef{it->first, it->second.serial};
   info.size = it->second.size;
+  info.imported = it->second.imported;
   return info;
 }
 // LITERALINCLUDE END: EMULATOR_POINTER_LOOKUP
@@ -295,7 +498,7 @@ accinteError_t accinteFree(void* ptr) {
     return accinteSuccess;
   }
   auto info = MemoryRegistry::instance().find(ptr);
-  if (!info || info->type != accinteMemoryTypeDevice ||
+  if (!info || info->type != accinteMemoryTypeDevice || info->imported ||
       info->ref.base != reinterpret_cast<uintptr_t>(ptr)) {
     return accinteErrorInvalidDevicePointer;
   }

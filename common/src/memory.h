@@ -34,7 +34,11 @@ struct AllocationInfo {
   AllocationRef ref;
   /** Size requested by the caller. */
   size_t size = 0;
+  /** True for device memory opened from another process's IPC handle. */
+  bool imported = false;
 };
+
+struct IpcMemHandleData;
 
 /**
  * Every live device and pinned host allocation of the process, ordered by
@@ -61,6 +65,23 @@ class MemoryRegistry {
 
   /** Unmaps the pinned allocation `ref`. */
   accinteError_t freeHost(const AllocationRef& ref);
+
+  /**
+   * Describes the device allocation `ref` in `data`, first making it
+   * shareable if it is not yet: its pages move to a memfd mapped at the same
+   * address, once nothing has it open. Imported memory gives
+   * ::accinteErrorInvalidValue.
+   */
+  accinteError_t exportDevice(const AllocationRef& ref, IpcMemHandleData* data);
+
+  /** Maps the allocation `data` describes (checked against the exporter's
+   * descriptor) and writes its base; the same allocation opened again gives
+   * the same base and counts one more open. */
+  accinteError_t importDevice(const IpcMemHandleData& data, void** ptr);
+
+  /** Undoes one importDevice() of `ref`; the last one unmaps it once nothing
+   * has it open. The caller has already drained every stream. */
+  accinteError_t closeImported(const AllocationRef& ref);
 
   /** Resolves `ptr` (which may point inside an allocation). */
   std::optional<AllocationInfo> find(const void* ptr);
@@ -89,7 +110,22 @@ class MemoryRegistry {
     uint64_t serial = 0;
     /** Number of operations currently using the allocation. */
     int openCount = 0;
+    /** The memfd holding the pages once exported (else -1); closed by the
+     * free. */
+    int ipcFd = -1;
+    /** The nonce in the memfd's name, once exported or if imported. */
+    uint64_t ipcNonce = 0;
+    /** For imported memory: the exporting process, else 0. */
+    int32_t exporterPid = 0;
+    /** Imported from another process (not counted in usedBytes_). */
+    bool imported = false;
+    /** For imported memory: opens not yet closed. */
+    int importCount = 0;
   };
+
+  /** Moves the pages of `allocation` at `base` into a new memfd mapped at
+   * the same address. Needs mutex_, and nothing has it open. */
+  accinteError_t makeShareableLocked(uintptr_t base, Allocation& allocation);
 
   MemoryRegistry() = default;
 
@@ -109,6 +145,10 @@ class MemoryRegistry {
   std::vector<size_t> usedBytes_;
   uint64_t nextSerial_ = 1;
 };
+
+/** Waits for every operation enqueued so far on `device` (-1: on every
+ * device) to finish, without consuming pending failures. */
+void drainStreams(int device);
 
 /**
  * Keeps a set of allocations open for as long as it lives.

@@ -1,0 +1,150 @@
+#pragma once
+
+#include <accinte/runtime.h>
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace accinte::emulator {
+
+/**
+ * Who a process is: its pid and its start time, so that a pid the kernel
+ * has reused for another process is not taken for the original one.
+ */
+struct ProcessIdentity {
+  /** The process id. */
+  int32_t pid = 0;
+  /** Field 22 of `/proc/<pid>/stat`: start time after boot, in clock ticks. */
+  uint64_t startTime = 0;
+};
+
+/** The calling process's identity (computed once). */
+const ProcessIdentity& selfIdentity();
+
+/** True while the process `identity` names runs (not a zombie, and its pid
+ * not reused). */
+bool processIsAlive(const ProcessIdentity& identity);
+
+/** 64 random bits that name one exported memfd. */
+uint64_t newIpcNonce();
+
+/** The memfd name of an exported object: `prefix` then `nonce` in hex. */
+std::string ipcMemfdName(const char* prefix, uint64_t nonce);
+
+/** memfd name prefix of exported device memory. */
+constexpr const char* kIpcMemPrefix = "accinte-ipc-";
+/** memfd name prefix of an interprocess event's shared page. */
+constexpr const char* kIpcEventPrefix = "accinte-ipc-event-";
+
+/**
+ * Creates a memfd of `size` bytes named ipcMemfdName(prefix, nonce);
+ * returns its descriptor (close-on-exec) or -1.
+ */
+int createIpcMemfd(const char* prefix, uint64_t nonce, size_t size);
+
+/**
+ * Opens descriptor `fd` of the process `owner` through `/proc/<pid>/fd/<fd>`
+ * and checks that it is still the memfd named ipcMemfdName(prefix, nonce) of
+ * at least `minSize` bytes. Returns a descriptor of this process
+ * (close-on-exec) or -1 if the process, the descriptor or the file is gone
+ * or has been replaced.
+ */
+int openPeerMemfd(const ProcessIdentity& owner, int fd, const char* prefix,
+                  uint64_t nonce, size_t minSize);
+
+/** What a memory handle carries. */
+struct IpcMemHandleData {
+  /** kIpcMemMagic. */
+  uint32_t magic;
+  /** kIpcHandleVersion. */
+  uint32_t version;
+  /** The exporting process. */
+  int32_t pid;
+  /** The memfd's descriptor number in the exporting process. */
+  int32_t fd;
+  /** The exporting process's start time (ProcessIdentity). */
+  uint64_t startTime;
+  /** The nonce in the memfd's name. */
+  uint64_t nonce;
+  /** The size the allocation was requested with. */
+  uint64_t size;
+  /** The size of its mapping (the memfd's size). */
+  uint64_t mappedSize;
+  /** The device it belongs to. */
+  int32_t device;
+  /** Zero. */
+  uint32_t padding;
+};
+
+/** What an event handle carries. */
+struct IpcEventHandleData {
+  /** kIpcEventMagic. */
+  uint32_t magic;
+  /** kIpcHandleVersion. */
+  uint32_t version;
+  /** The exporting process. */
+  int32_t pid;
+  /** The shared page's memfd descriptor number in the exporting process. */
+  int32_t fd;
+  /** The exporting process's start time. */
+  uint64_t startTime;
+  /** The nonce in the memfd's name. */
+  uint64_t nonce;
+};
+
+/** First bytes of a memory handle ("AIPM"). */
+constexpr uint32_t kIpcMemMagic = 0x4d504941;
+/** First bytes of an event handle ("AIPE"). */
+constexpr uint32_t kIpcEventMagic = 0x45504941;
+/** The handle layout's version. */
+constexpr uint32_t kIpcHandleVersion = 1;
+
+static_assert(sizeof(IpcMemHandleData) <= ACCINTE_IPC_HANDLE_SIZE,
+              "a memory handle's contents must fit its bytes");
+static_assert(sizeof(IpcEventHandleData) <= ACCINTE_IPC_HANDLE_SIZE,
+              "an event handle's contents must fit its bytes");
+
+/**
+ * The page an interprocess event shares between the processes that have it:
+ * the exporter and every importer map the same memfd page.
+ *
+ * NB: only lock-free atomics live here. A process-shared mutex would stay
+ * locked forever if its owner died holding it; these cannot.
+ */
+struct SharedEventPage {
+  /** kIpcEventMagic once initialised. */
+  uint64_t magic;
+  /** The generation of the latest record (1, 2, ...); 0 if never recorded.
+   */
+  std::atomic<uint64_t> recorded;
+  /** The highest generation whose record completed. */
+  std::atomic<uint64_t> completed;
+  /** Who made the latest record: pid in the high 32 bits, the low 32 bits of
+   * its start time in the low ones (one word, so never read half-updated). */
+  std::atomic<uint64_t> recorder;
+  /** Bumped on each completion; waiters sleep on it (a shared futex). */
+  std::atomic<uint32_t> futexWord;
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free,
+              "atomics shared between processes must be lock-free");
+
+/** Packs `identity` as SharedEventPage::recorder does. */
+uint64_t packRecorder(const ProcessIdentity& identity);
+
+/** True while the process packed in `recorder` runs. */
+bool recorderIsAlive(uint64_t recorder);
+
+/** Wakes every process waiting on `word` (a shared futex). */
+void futexWakeAll(std::atomic<uint32_t>* word);
+
+/** Sleeps while `*word == expected`, at most `timeoutMs` milliseconds (or
+ * until a wake or a signal). */
+void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeoutMs);
+
+} // namespace accinte::emulator
