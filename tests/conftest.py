@@ -85,8 +85,9 @@ def _global_state() -> dict:
     """What a test must leave as it found it: the current device, each
     device's current stream, autocast, the random seeds, the sync debug mode,
     the caching allocator's switch, memory caps and the memory pools routing
-    this thread's allocations (``use_mem_pool``), and whether the emulator
-    is tracing activities (no profile left running)."""
+    this thread's allocations (``use_mem_pool``), whether the emulator
+    is tracing activities (no profile left running), and the tensors sent
+    to other processes that a consumer still holds."""
     count = torch.accinte.device_count()
     state = {
         "current device": torch.accinte.current_device(),
@@ -107,6 +108,10 @@ def _global_state() -> dict:
         state["caching allocator enabled"] = _C._caching_allocator_is_enabled()
         state["memory fractions"] = [
             torch.accinte.get_per_process_memory_fraction(i) for i in range(count)]
+    if hasattr(torch.accinte, "ipc_collect"):  # chapter 14
+        from torch_accinte import _C
+
+        state["sent tensors a consumer holds"] = _C._ipc_collect()
     if hasattr(torch.accinte, "use_mem_pool"):  # chapter 07
         from torch_accinte import _C
 

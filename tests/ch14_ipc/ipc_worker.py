@@ -15,6 +15,8 @@ from torch_accinte import _C
 
 #: Tensors a "hold" request keeps until its "release".
 _held = {}
+#: Gates of "make", kept closed after it returns (each opens by itself).
+_gates = []
 
 
 def describe(tensor):
@@ -64,12 +66,12 @@ def resend(tensor):
 
 
 def make(values, device):
-    """A tensor made here, sent back to the parent (which must not see it
-    before the work that computes it has run)."""
-    gate = _C._testing.StreamGate(torch.device(device).index, 0.3)
-    result = values.to(device) * 2
-    del gate
-    return result
+    """A tensor made here and sent back to the parent while the kernel that
+    computes it still waits behind a closed gate (which opens by itself
+    after half a second): the parent must not read it before."""
+    on_device = values.to(device)
+    _gates.append(_C._testing.StreamGate(on_device.device.index, 0.5))
+    return on_device * 2
 
 
 def hold(key, tensor):
@@ -93,10 +95,15 @@ def serve(requests, replies):
         if request is None:
             return
         name, args = request
+        del request
         try:
-            replies.put((True, CASES[name](*args)))
+            reply = (True, CASES[name](*args))
         except Exception as error:  # noqa: BLE001  (reported to the parent)
-            replies.put((False, f"{type(error).__name__}: {error}"))
+            reply = (False, f"{type(error).__name__}: {error}")
+        # NB: the request's tensors are released before the reply, so that
+        # the parent, once answered, finds nothing of it still held.
+        del args
+        replies.put(reply)
 
 
 def check_argument(tensor, expected, results):
@@ -114,3 +121,13 @@ def send_and_exit(queue):
     """A producer that exits with its tensor still in the queue."""
     queue.put(torch.arange(1000.0, device="accinte"))
     sys.exit(0)
+
+
+def receive_or_report(queue, results):
+    """A ``Process`` target: what receiving from ``queue`` raises, if
+    anything."""
+    try:
+        tensor = queue.get(timeout=60)
+        results.put(f"received {tensor.device}")
+    except Exception as error:  # noqa: BLE001  (reported to the parent)
+        results.put(f"{type(error).__name__}: {error}")

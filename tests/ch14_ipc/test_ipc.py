@@ -247,3 +247,17 @@ def test_a_producer_that_exits_with_a_tensor_in_flight(hermetic_children, capfd)
     # The consumer gets a clear error, not a hang or stale memory.
     with pytest.raises(RuntimeError, match="has exited, or freed the tensor"):
         queue.get(timeout=TIMEOUT)
+
+
+def test_a_device_the_consumer_does_not_have(hermetic_children, monkeypatch):
+    monkeypatch.setenv("ACCINTE_DEVICE_COUNT", "1")
+    context = mp.get_context("spawn")
+    queue, results = context.Queue(), context.Queue()
+    process = context.Process(target=ipc_worker.receive_or_report, args=(queue, results))
+    process.start()
+    tensor = torch.ones(3, device="accinte:1")
+    queue.put(tensor)
+    reported = results.get(timeout=TIMEOUT)
+    process.join(TIMEOUT)
+    assert process.exitcode == 0
+    assert "RuntimeError: accinte: invalid device index 1" in reported, reported

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -202,8 +204,14 @@ struct SentStorages {
   int64_t nextSlot = kCounterSlots;
 
   static SentStorages& instance() {
+    return *current();
+  }
+
+  /** The process's instance. NB: a child of fork() gets a new, empty one
+   * (forgetInForkedChild()). */
+  static SentStorages*& current() {
     static auto* sentStorages = new SentStorages();
-    return *sentStorages;
+    return sentStorages;
   }
 };
 // LITERALINCLUDE END: CH14_SENT
@@ -251,6 +259,9 @@ void waitForProducer(const SharedStorage& shared, pid_t producer) {
 /** The counter page of `shared`, mapped; fails as producerGone(). */
 std::shared_ptr<CounterPage> counterPage(const SharedStorage& shared,
                                          pid_t producer) {
+  TORCH_CHECK(shared.counter.slot >= 0 && shared.counter.slot < kCounterSlots,
+              "accinte: reference counter slot ", shared.counter.slot,
+              " out of range");
   auto page = CounterPage::open(shared.counter);
   if (!page) {
     producerGone(producer);
@@ -265,22 +276,72 @@ struct ReceivedStorage {
   void* base;
   std::shared_ptr<CounterPage> page;
   int64_t slot;
+  /** Set once releaseReceivedStoragesAtExit() released it. */
+  bool released = false;
 };
+
+/** The received storages still alive, for releaseReceivedStoragesAtExit().
+ * Leaked on purpose, like SentStorages. */
+struct ReceivedStorages {
+  std::mutex mutex;
+  std::unordered_set<ReceivedStorage*> live;
+
+  static ReceivedStorages& instance() {
+    return *current();
+  }
+
+  /** As SentStorages::current(). */
+  static ReceivedStorages*& current() {
+    static auto* receivedStorages = new ReceivedStorages();
+    return receivedStorages;
+  }
+};
+
+/**
+ * In a child of fork(): starts from empty registries, leaking the parent's
+ * copies whole.
+ *
+ * NB: what the parent sent and received is the parent's: a child that
+ * collected it would free device memory (which a forked child cannot, see
+ * the emulator's accinteErrorForkedChild) and warn about sends it never
+ * made; and a mutex copied while another thread held it stays locked.
+ */
+void forgetInForkedChild() {
+  SentStorages::current() = new SentStorages();
+  ReceivedStorages::current() = new ReceivedStorages();
+}
+
+const bool forkHandlerRegistered = [] {
+  return pthread_atfork(nullptr, nullptr, &forgetInForkedChild) == 0;
+}();
+
+/** Closes this process's mapping of a received storage, then tells the
+ * producer. */
+void release(void* base, CounterPage& page, int64_t slot) {
+  // NB: close first: it returns once this process's work on the memory has
+  // finished, and from the moment the counter drops, the producer may give
+  // the block to another tensor.
+  if (accinteIpcCloseMemHandle(base) == accinteSuccess) {
+    page.at(slot).fetch_sub(1);
+  }
+  // NB: otherwise (a process that forked, say) the counter stays up and
+  // the producer keeps the block until it exits: safe, where releasing it
+  // early would let the producer overwrite memory still in use here.
+}
 
 /** The deleter of a received storage's bytes. */
 void releaseReceivedStorage(void* context) {
   std::unique_ptr<ReceivedStorage> received(
       static_cast<ReceivedStorage*>(context));
-  // NB: close first: it returns once this process's work on the memory has
-  // finished, and from the moment the counter drops, the producer may give
-  // the block to another tensor.
-  const accinteError_t status = accinteIpcCloseMemHandle(received->base);
-  if (status == accinteSuccess) {
-    received->page->at(received->slot).fetch_sub(1);
+  {
+    auto& receivedStorages = ReceivedStorages::instance();
+    std::lock_guard<std::mutex> lock(receivedStorages.mutex);
+    receivedStorages.live.erase(received.get());
+    if (received->released) {
+      return;
+    }
   }
-  // NB: otherwise (a process that forked, say) the counter stays up and
-  // the producer keeps the block until it exits: safe, where releasing it
-  // early would let the producer overwrite memory still in use here.
+  release(received->base, *received->page, received->slot);
 }
 // LITERALINCLUDE END: CH14_RELEASE
 
@@ -343,7 +404,12 @@ SharedStorage shareStorage(const c10::Storage& storage) {
 // LITERALINCLUDE END: CH14_SHARE
 
 // LITERALINCLUDE START: CH14_OPEN
-c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
+namespace {
+
+/** Maps the memory of `shared`; the DataPtr owns the mapping and the
+ * counter of `page` from then on. */
+c10::DataPtr mapSharedStorage(const SharedStorage& shared, pid_t producer,
+                              std::shared_ptr<CounterPage> page) {
   checkDeviceIndex(shared.device);
   const c10::Device device(c10::DeviceType::PrivateUse1, shared.device);
   const c10::DeviceGuard guard(device);
@@ -353,8 +419,6 @@ c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
               " bytes, not ", shared.memoryHandle.size());
   std::memcpy(handle.reserved, shared.memoryHandle.data(),
               sizeof(handle.reserved));
-  auto page = counterPage(shared, producer);
-
   void* base = nullptr;
   const accinteError_t status =
       accinteIpcOpenMemHandle( // LITERALINCLUDE EMPHASIZE
@@ -363,45 +427,101 @@ c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
     producerGone(producer);
   }
   ACCINTE_CHECK(status);
-  auto received = std::make_unique<ReceivedStorage>(
-      ReceivedStorage{base, std::move(page), shared.counter.slot});
   accintePointerAttributes attributes{};
-  ACCINTE_CHECK(accintePointerGetAttributes(&attributes, base));
-  TORCH_CHECK(shared.offset <= attributes.size &&
-                  shared.nbytes <= attributes.size - shared.offset,
-              "accinte: a shared storage of ", shared.nbytes, " bytes at ",
-              shared.offset, " runs past its ", attributes.size,
-              "-byte allocation");
-  // NB: from here on the DataPtr owns the mapping and the counter: if the
-  // wait below raises, dropping it closes both.
-  c10::DataPtr dataPtr(static_cast<char*>(base) + shared.offset,
-                       received.release(), &releaseReceivedStorage, device);
+  const bool fits =
+      accintePointerGetAttributes(&attributes, base) == accinteSuccess &&
+      shared.offset <= attributes.size &&
+      shared.nbytes <= attributes.size - shared.offset;
+  if (!fits) {
+    (void)accinteIpcCloseMemHandle(base);
+    TORCH_CHECK(false, "accinte: a shared storage of ", shared.nbytes,
+                " bytes at offset ", shared.offset, " runs past its ",
+                attributes.size, "-byte allocation");
+  }
+  auto* received =
+      new ReceivedStorage{base, std::move(page), shared.counter.slot};
+  {
+    auto& receivedStorages = ReceivedStorages::instance();
+    std::lock_guard<std::mutex> lock(receivedStorages.mutex);
+    receivedStorages.live.insert(received);
+  }
+  return c10::DataPtr(static_cast<char*>(base) + shared.offset, received,
+                      &releaseReceivedStorage, device);
+}
+
+} // namespace
+
+c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
+  auto page = counterPage(shared, producer);
+  c10::DataPtr dataPtr;
+  try {
+    dataPtr = mapSharedStorage(shared, producer, page);
+  } catch (...) {
+    // NB: the message was taken: whatever went wrong, the producer must not
+    // keep the storage for it.
+    page->at(shared.counter.slot).fetch_sub(1);
+    throw;
+  }
   // NB: not resizable: the bytes around the storage belong to other tensors
-  // of the producer's segment.
+  // of the producer's segment. If the wait below raises, dropping the
+  // storage closes the mapping and releases the counter.
   auto storage = c10::Storage(c10::make_storage_impl(
       c10::StorageImpl::use_byte_size_t(), c10::SymInt(shared.nbytes),
-      std::move(dataPtr), /*allocator=*/nullptr, /*resizable=*/false, device));
+      std::move(dataPtr), /*allocator=*/nullptr, /*resizable=*/false,
+      c10::Device(c10::DeviceType::PrivateUse1, shared.device)));
+  const c10::DeviceGuard guard(storage.device());
   waitForProducer(shared, producer); // LITERALINCLUDE EMPHASIZE
   return storage;
 }
 // LITERALINCLUDE END: CH14_OPEN
 
 void acceptSharedStorageAgain(const SharedStorage& shared, pid_t producer) {
-  checkDeviceIndex(shared.device);
-  const c10::DeviceGuard guard(
-      c10::Device(c10::DeviceType::PrivateUse1, shared.device));
   auto page = counterPage(shared, producer);
+  // NB: released whatever happens: the storage this process already holds
+  // keeps its own counter up.
+  struct Release {
+    CounterPage& page;
+    int64_t slot;
+    ~Release() {
+      page.at(slot).fetch_sub(1);
+    }
+  } release{*page, shared.counter.slot};
   // NB: a storage sent and received by one process is the producer's own:
   // no handle was opened, and the emulator opens none of its own process.
   if (producer != getpid()) {
+    checkDeviceIndex(shared.device);
+    const c10::DeviceGuard guard(
+        c10::Device(c10::DeviceType::PrivateUse1, shared.device));
     waitForProducer(shared, producer);
   }
-  page->at(shared.counter.slot).fetch_sub(1);
 }
 
 bool isReceivedStorage(const c10::Storage& storage) {
   return storage.data_ptr().get_deleter() == &releaseReceivedStorage;
 }
+
+// LITERALINCLUDE START: CH14_RELEASE_AT_EXIT
+void releaseReceivedStoragesAtExit() {
+  struct Release {
+    void* base;
+    std::shared_ptr<CounterPage> page;
+    int64_t slot;
+  };
+  std::vector<Release> releases;
+  {
+    auto& receivedStorages = ReceivedStorages::instance();
+    std::lock_guard<std::mutex> lock(receivedStorages.mutex);
+    for (ReceivedStorage* received : receivedStorages.live) {
+      received->released = true; // its deleter, if it ever runs, does not
+      releases.push_back({received->base, received->page, received->slot});
+    }
+    receivedStorages.live.clear();
+  }
+  for (const auto& each : releases) {
+    release(each.base, *each.page, each.slot);
+  }
+}
+// LITERALINCLUDE END: CH14_RELEASE_AT_EXIT
 
 // LITERALINCLUDE START: CH14_COLLECT
 size_t collectSharedStorages() {

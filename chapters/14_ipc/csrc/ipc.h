@@ -98,6 +98,17 @@ ACCINTE_EXPORT void acceptSharedStorageAgain(const SharedStorage& shared,
 ACCINTE_EXPORT bool isReceivedStorage(const c10::Storage& storage);
 
 /**
+ * Releases every received storage still alive, for a consumer that is
+ * exiting: the producer may reuse their memory from then on, and the
+ * storages' bytes are no longer mapped here (work on them fails).
+ *
+ * NB: a process rarely frees everything before it ends (a `Process`
+ * argument stays referenced until the interpreter is torn down), and a
+ * counter left up keeps the producer's memory until the producer exits.
+ */
+ACCINTE_EXPORT void releaseReceivedStoragesAtExit();
+
+/**
  * Gives back to the caching allocator the storages that every consumer has
  * released, as `torch.cuda.ipc_collect`; returns how many sends are still
  * held by a consumer (or not yet received).

@@ -82,6 +82,9 @@ void bindChapter14(py::module_& m) {
       },
       py::arg("tensor"),
       "Whether a tensor's storage was received from another process.");
+  m.def("_ipc_release_received_at_exit", &releaseReceivedStoragesAtExit,
+        "Releases every storage received from another process, for an "
+        "exiting consumer.");
   m.def("_ipc_collect", &collectSharedStorages,
         "Frees the shared storages every consumer released; returns how "
         "many sends a consumer still holds.");
