@@ -131,3 +131,16 @@ def receive_or_report(queue, results):
         results.put(f"received {tensor.device}")
     except Exception as error:  # noqa: BLE001  (reported to the parent)
         results.put(f"{type(error).__name__}: {error}")
+
+
+def hogwild_train(rank, model, inputs, targets, steps):
+    """``torch.multiprocessing.spawn``'s target: trains the parent's model,
+    whose parameters it received, in place (PyTorch's Hogwild example)."""
+    device = next(model.parameters()).device
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs.to(device)), targets.to(device))
+        loss.backward()
+        optimizer.step()
+    torch.accinte.synchronize()

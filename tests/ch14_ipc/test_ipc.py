@@ -261,3 +261,23 @@ def test_a_device_the_consumer_does_not_have(hermetic_children, monkeypatch):
     process.join(TIMEOUT)
     assert process.exitcode == 0
     assert "RuntimeError: accinte: invalid device index 1" in reported, reported
+
+
+def test_a_child_trains_the_parents_model_in_place(hermetic_children):
+    # PyTorch's Hogwild pattern, unmodified: share_memory(), then
+    # torch.multiprocessing.spawn with the model as an argument.
+    generator = torch.Generator().manual_seed(0)
+    reference = torch.nn.Linear(4, 3)
+    model = torch.nn.Linear(4, 3)
+    model.load_state_dict(reference.state_dict())
+    model.to("accinte").share_memory()
+    inputs = torch.randn(8, 4, generator=generator)
+    targets = torch.randn(8, 3, generator=generator)
+    mp.spawn(ipc_worker.hogwild_train, args=(model, inputs, targets, 3), nprocs=1)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference(inputs), targets).backward()
+        optimizer.step()
+    torch.testing.assert_close(model.weight.cpu(), reference.weight.detach())
+    torch.testing.assert_close(model.bias.cpu(), reference.bias.detach())
