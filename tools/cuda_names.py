@@ -13,8 +13,7 @@ one of
 - :data:`NOT_API`: a name ``torch/cuda/__init__.py`` imports for its own
   use (``os``, ``Optional``, ...), which happens to show in ``dir``.
 
-:data:`MISSING` names the applicable names ``torch.accinte`` does not have
-yet (issue #30). ``tests/ch01_minimal_ops/test_cuda_names.py`` holds the
+``tests/ch01_minimal_ops/test_cuda_names.py`` holds the
 list to ``dir(torch.cuda)`` of the release under test (a name that a new
 release adds fails until it is classified here) and to ``torch.accinte`` of
 the stage under test; ``docs/output/cuda_names.py`` prints the table of the
@@ -43,8 +42,8 @@ REASONS = {
                  "accinte's generators need no device, so nothing is queued",
 }
 
-#: Applicable name -> the chapter that adds (or is to add) its counterpart
-#: on ``torch.accinte``; ``None``: no chapter has the mechanism yet.
+#: Applicable name -> the chapter that adds its counterpart on
+#: ``torch.accinte``.
 APPLICABLE = {
     # Devices, streams and events: chapter 01.
     "AcceleratorError": "01_minimal_ops",
@@ -128,8 +127,8 @@ APPLICABLE = {
     "seed_all": "08_generator",
     "set_rng_state": "08_generator",
     "set_rng_state_all": "08_generator",
-    # Memory shared between processes: no chapter yet.
-    "ipc_collect": None,
+    # Memory shared between processes: chapter 14.
+    "ipc_collect": "14_ipc",
 }
 
 #: Applicable names whose ``torch.accinte`` counterpart is named after the
@@ -143,11 +142,6 @@ def counterpart(name: str) -> str:
     """The name of ``torch.cuda.NAME``'s counterpart on ``torch.accinte``."""
     return RENAMED.get(name, name)
 
-
-#: Applicable names ``torch.accinte`` does not have yet: issue #30.
-MISSING = frozenset({
-    "ipc_collect",
-})
 
 #: CUDA-only name -> its reason, a key of :data:`REASONS`.
 CUDA_ONLY = {
@@ -221,7 +215,6 @@ def _check() -> None:
     for i, first in enumerate(groups):
         for second in groups[i + 1:]:
             assert not first & second, f"classified twice: {sorted(first & second)}"
-    assert MISSING <= APPLICABLE.keys(), sorted(MISSING - APPLICABLE.keys())
     assert RENAMED.keys() <= APPLICABLE.keys(), sorted(RENAMED.keys() - APPLICABLE.keys())
     assert set(CUDA_ONLY.values()) <= REASONS.keys()
 

@@ -3,8 +3,7 @@
 The list there classifies every public name of ``torch.cuda``; these tests
 hold it to the installed release's ``torch.cuda`` and to the stage's
 ``torch.accinte``: an applicable name exists from its chapter's stage on and
-not before, and a name issue #30 still misses fails here once it appears,
-until it leaves the list of missing names.
+not before.
 """
 
 import pytest
@@ -29,16 +28,9 @@ def test_applicable_names_exist_on_torch_cuda():
 
 
 def _params(present: bool):
-    params = []
-    for name, chapter in sorted(cuda_names.APPLICABLE.items()):
-        loaded = chapter is not None and stage_has(chapter)
-        if present != loaded and not (present and chapter is None):
-            continue
-        marks = ()
-        if present and name in cuda_names.MISSING:
-            marks = pytest.mark.xfail(strict=True, reason="missing, issue #30")
-        params.append(pytest.param(name, marks=marks, id=name))
-    return params
+    return [pytest.param(name, id=name)
+            for name, chapter in sorted(cuda_names.APPLICABLE.items())
+            if stage_has(chapter) == present]
 
 
 @pytest.mark.parametrize("name", _params(present=True))
