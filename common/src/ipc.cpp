@@ -87,7 +87,8 @@ bool processIsAlive(const ProcessIdentity& identity) {
 
 uint64_t newIpcNonce() {
   uint64_t nonce = 0;
-  if (getrandom(&nonce, sizeof(nonce), 0) == static_cast<ssize_t>(sizeof(nonce))) {
+  if (getrandom(&nonce, sizeof(nonce), 0) ==
+      static_cast<ssize_t>(sizeof(nonce))) {
     return nonce;
   }
   std::random_device device;
@@ -126,7 +127,8 @@ int openPeerMemfd(const ProcessIdentity& owner, int fd, const char* prefix,
   // memfd, so the memory outlives the owner's descriptor.
   const std::string path =
       "/proc/" + std::to_string(owner.pid) + "/fd/" + std::to_string(fd);
-  const int local = open(path.c_str(), O_RDWR | O_CLOEXEC); // LITERALINCLUDE EMPHASIZE
+  // LITERALINCLUDE EMPHASIZE NEXT
+  const int local = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (local < 0) {
     return -1;
   }
@@ -230,14 +232,12 @@ accinteError_t accinteIpcGetMemHandle(accinteIpcMemHandle_t* handle,
   return accinteSuccess;
 }
 
-accinteError_t accinteIpcOpenMemHandle(void** ptr,
-                                       accinteIpcMemHandle_t handle,
+accinteError_t accinteIpcOpenMemHandle(void** ptr, accinteIpcMemHandle_t handle,
                                        unsigned int flags) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteIpcOpenMemHandle");
-  if (ptr == nullptr ||
-      (flags & ~static_cast<unsigned int>(accinteIpcMemLazyEnablePeerAccess)) !=
-          0) {
+  if (ptr == nullptr || (flags & ~static_cast<unsigned int>(
+                                     accinteIpcMemLazyEnablePeerAccess)) != 0) {
     return accinteErrorInvalidValue;
   }
   *ptr = nullptr;

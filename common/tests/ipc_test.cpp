@@ -9,9 +9,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <stdexcept>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,8 +43,8 @@ bool fromHex(const std::string& hex, Handle* handle) {
     return false;
   }
   for (size_t i = 0; i < sizeof(handle->reserved); ++i) {
-    handle->reserved[i] = static_cast<char>(
-        std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    handle->reserved[i] =
+        static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   }
   return true;
 }
@@ -216,10 +216,10 @@ TEST(Ipc, InterprocessEventsNeedDisabledTiming) {
   accinteEvent_t event = nullptr;
   EXPECT_EQ(accinteEventCreateWithFlags(&event, accinteEventInterprocess),
             accinteErrorInvalidValue);
-  EXPECT_EQ(accinteEventCreateWithFlags(&event, accinteEventInterprocess |
-                                                    accinteEventDisableTiming |
-                                                    8),
-            accinteErrorInvalidValue);
+  EXPECT_EQ(
+      accinteEventCreateWithFlags(
+          &event, accinteEventInterprocess | accinteEventDisableTiming | 8),
+      accinteErrorInvalidValue);
   ASSERT_OK(accinteEventCreateWithFlags(
       &event, accinteEventInterprocess | accinteEventDisableTiming |
                   accinteEventDisableFailureReport));
@@ -320,8 +320,8 @@ TEST(Ipc, ExportKeepsContentsAddressAndQueuedWork) {
     ASSERT_OK(accinteStreamCreate(&stream));
     Gate gate;
     ASSERT_OK(gate.block(stream));
-    ASSERT_OK(accinteMemsetAsync(buffer.as<char>() + size - 10, 0xee, 10,
-                                 stream));
+    ASSERT_OK(
+        accinteMemsetAsync(buffer.as<char>() + size - 10, 0xee, 10, stream));
     accinteIpcMemHandle_t handle;
     ASSERT_OK(accinteIpcGetMemHandle(&handle, buffer.ptr()));
     gate.release();
@@ -353,12 +353,12 @@ TEST(Ipc, ExportWhileAKernelWritesLosesNothing) {
   {
     std::promise<void> releasePromise;
     released = releasePromise.get_future().share();
-    ASSERT_OK(accinte::launchKernel(
-        stream, {buffer.ptr()}, [bytes, &started, released] {
-          started.set_value();
-          released.wait();
-          std::memset(bytes, 0x42, kSize);
-        }));
+    ASSERT_OK(accinte::launchKernel(stream, {buffer.ptr()},
+                                    [bytes, &started, released] {
+                                      started.set_value();
+                                      released.wait();
+                                      std::memset(bytes, 0x42, kSize);
+                                    }));
     startedFuture.wait();
     std::thread exporter([&] {
       accinteIpcMemHandle_t handle;
@@ -375,9 +375,8 @@ TEST(Ipc, ExportWhileAKernelWritesLosesNothing) {
 
 TEST(Ipc, CloseFromAWorkerIsNotPermitted) {
   std::atomic<int> status{-1};
-  ASSERT_OK(accinte::launchKernel(nullptr, {}, [&status] {
-    status = accinteIpcCloseMemHandle(nullptr);
-  }));
+  ASSERT_OK(accinte::launchKernel(
+      nullptr, {}, [&status] { status = accinteIpcCloseMemHandle(nullptr); }));
   ASSERT_OK(accinteStreamSynchronize(nullptr));
   EXPECT_EQ(status.load(), accinteErrorNotPermitted);
   DeviceBuffer buffer(64);
@@ -440,9 +439,9 @@ ACCINTE_SCENARIO(IpcImportReadWrite) {
   SCENARIO_CHECK(accinteIpcCloseMemHandle(again) == accinteSuccess);
 
   accintePointerAttributes attributes;
-  SCENARIO_CHECK(accintePointerGetAttributes(
-                     &attributes, static_cast<char*>(ptr) + 5) ==
-                 accinteSuccess);
+  SCENARIO_CHECK(
+      accintePointerGetAttributes(&attributes, static_cast<char*>(ptr) + 5) ==
+      accinteSuccess);
   SCENARIO_CHECK(attributes.type == accinteMemoryTypeDevice);
   SCENARIO_CHECK(attributes.device == 1);
   SCENARIO_CHECK(attributes.base == ptr);
@@ -699,8 +698,8 @@ TEST(IpcTwoProcesses, FreedMemoryStaysWithItsImporterAndNoLongerOpens) {
   void* ptr = nullptr;
   ASSERT_OK(accinteMalloc(&ptr, kSize));
   const auto written = pattern(kSize, 4);
-  ASSERT_OK(accinteMemcpy(ptr, written.data(), kSize,
-                          accinteMemcpyHostToDevice));
+  ASSERT_OK(
+      accinteMemcpy(ptr, written.data(), kSize, accinteMemcpyHostToDevice));
   accinteIpcMemHandle_t handle;
   ASSERT_OK(accinteIpcGetMemHandle(&handle, ptr));
   accinteEvent_t event = nullptr;
