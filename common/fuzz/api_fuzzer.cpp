@@ -1002,10 +1002,11 @@ class Program {
         break;
       }
       case 4:
-        expectStatus(accinteEventCreateWithFlags(
-                         reinterpret_cast<accinteEvent_t*>(&ptr), 7u),
-                     accinteErrorInvalidValue,
-                     "accinteEventCreateWithFlags(bad flags)");
+        // An unknown flag, or an interprocess event with timing.
+        expectStatus(
+            accinteEventCreateWithFlags(reinterpret_cast<accinteEvent_t*>(&ptr),
+                                        input_.ConsumeBool() ? 8u : 6u),
+            accinteErrorInvalidValue, "accinteEventCreateWithFlags(bad flags)");
         break;
       case 5: {
         // NB: not a kind, yet in the enum's range (see case 3).
