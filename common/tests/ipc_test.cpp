@@ -479,7 +479,14 @@ ACCINTE_SCENARIO(IpcImportReadWrite) {
   const auto reply = pattern(kSize, 2);
   SCENARIO_CHECK(accinteMemcpy(ptr, reply.data(), kSize,
                                accinteMemcpyHostToDevice) == accinteSuccess);
+  // Still queued when the close starts: the close waits for it, so it lands
+  // (else it would fail on memory no longer mapped).
+  accinteStream_t stream = nullptr;
+  SCENARIO_CHECK(accinteStreamCreate(&stream) == accinteSuccess);
+  SCENARIO_CHECK(accinteMemsetAsync(static_cast<char*>(ptr) + kSize - 10, 0x77,
+                                    10, stream) == accinteSuccess);
   SCENARIO_CHECK(accinteIpcCloseMemHandle(ptr) == accinteSuccess);
+  SCENARIO_CHECK(accinteStreamQuery(stream) == accinteSuccess);
   SCENARIO_CHECK(accinteIpcCloseMemHandle(ptr) ==
                  accinteErrorInvalidDevicePointer);
   accintePointerGetAttributes(&attributes, ptr);
@@ -500,7 +507,31 @@ TEST(IpcTwoProcesses, TheChildReadsAndWritesTheParentsMemory) {
   Peer child("IpcImportReadWrite", {"IPC_TEST_MEM=" + toHex(handle)});
   ASSERT_TRUE(child.started());
   ASSERT_EQ(child.wait(), 0);
-  EXPECT_EQ(readBack(buffer.ptr(), kSize), pattern(kSize, 2));
+  auto expected = pattern(kSize, 2);
+  std::memset(expected.data() + kSize - 10, 0x77, 10);
+  EXPECT_EQ(readBack(buffer.ptr(), kSize), expected);
+}
+
+ACCINTE_SCENARIO(IpcOpenOnAMissingDevice) {
+  accinteIpcMemHandle_t handle;
+  SCENARIO_CHECK(handleFromEnv("IPC_TEST_MEM", &handle));
+  void* ptr = nullptr;
+  SCENARIO_CHECK(accinteIpcOpenMemHandle(&ptr, handle, 0) ==
+                 accinteErrorInvalidDevice);
+  return 0;
+}
+
+TEST(IpcTwoProcesses, AHandleOfADeviceTheImporterLacksDoesNotOpen) {
+  ASSERT_OK(accinteSetDevice(1));
+  DeviceBuffer buffer(64);
+  ASSERT_OK(accinteSetDevice(0));
+  ASSERT_OK(buffer.status());
+  accinteIpcMemHandle_t handle;
+  ASSERT_OK(accinteIpcGetMemHandle(&handle, buffer.ptr()));
+  Peer child("IpcOpenOnAMissingDevice",
+             {"IPC_TEST_MEM=" + toHex(handle), "ACCINTE_DEVICE_COUNT=1"});
+  ASSERT_TRUE(child.started());
+  EXPECT_EQ(child.wait(), 0);
 }
 
 // The child opens the parent's memory and event; the parent's kernel, which
