@@ -569,7 +569,9 @@ ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
  * NB: the first handle of an allocation makes it shareable, which waits
  * until no copy, memset or kernel is running on it (work merely enqueued is
  * not waited for, and is not affected). From a stream's worker, where that
- * could wait forever, it gives ::accinteErrorNotPermitted.
+ * could wait forever, it gives ::accinteErrorNotPermitted; if the process
+ * has no file descriptor or memory left to share it with,
+ * ::accinteErrorMemoryAllocation.
  */
 ACCINTE_EXPORT accinteError_t
 accinteIpcGetMemHandle(accinteIpcMemHandle_t* handle, void* ptr);
