@@ -204,6 +204,7 @@ nitpick_ignore = [
     # C++ declaration that names one cannot link to it; it is documented in
     # the same file, just above.
     ("cpp:identifier", "ACCINTE_ACTIVITY_NAME_SIZE"),
+    ("cpp:identifier", "ACCINTE_IPC_HANDLE_SIZE"),
     # The namespace itself: the API pages render its entries one by one
     # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
     ("cpp:identifier", "accinte"),

@@ -27,6 +27,9 @@
  *   `start <= end`, a correlation id, a stream and device for device work,
  *   bytes for copies and memsets; the external correlation and name stacks
  *   pop what was pushed and refuse to pop when empty;
+ * - exporting a device allocation (accinteIpcGetMemHandle) changes nothing
+ *   the model sees, however much work on it is queued, and a handle of this
+ *   process never opens in it;
  * - the telemetry of a device is refused out of range, its utilization rates
  *   stay within 0 to 100 % and its modelled clock, temperature and power
  *   within their documented bounds.
@@ -106,6 +109,8 @@ struct StreamSlot {
 struct EventSlot {
   accinteEvent_t handle = nullptr;
   bool timing = true;
+  /** Created with accinteEventInterprocess. */
+  bool interprocess = false;
   bool recorded = false;
 };
 
@@ -133,7 +138,7 @@ class Program {
 
  private:
   void step() {
-    switch (input_.ConsumeIntegralInRange<int>(0, 18)) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 19)) {
       case 0:
         setDevice();
         break;
@@ -190,6 +195,9 @@ class Program {
         break;
       case 18:
         trace();
+        break;
+      case 19:
+        ipcCall();
         break;
     }
   }
@@ -632,11 +640,65 @@ class Program {
     }
     EventSlot slot;
     slot.timing = input_.ConsumeBool();
-    expectSuccess(accinteEventCreateWithFlags(
-                      &slot.handle, slot.timing ? accinteEventDefault
-                                                : accinteEventDisableTiming),
+    // An interprocess event, used by this process alone, is an event
+    // without timing in every respect.
+    slot.interprocess = !slot.timing && input_.ConsumeBool();
+    unsigned int flags =
+        slot.timing ? accinteEventDefault : accinteEventDisableTiming;
+    if (slot.interprocess) {
+      flags |= accinteEventInterprocess;
+    }
+    expectSuccess(accinteEventCreateWithFlags(&slot.handle, flags),
                   "accinteEventCreateWithFlags");
     events_.push_back(slot);
+  }
+
+  /** IPC calls within one process: exporting changes nothing the model sees
+   * (the allocation's pages move under queued work), and a handle of this
+   * process does not open. */
+  void ipcCall() {
+    if (input_.ConsumeBool()) {
+      EventSlot* event = pick(events_);
+      if (event == nullptr) {
+        return;
+      }
+      accinteIpcEventHandle_t handle;
+      const accinteError_t status =
+          accinteIpcGetEventHandle(&handle, event->handle);
+      if (!event->interprocess) {
+        expectStatus(status, accinteErrorInvalidResourceHandle,
+                     "accinteIpcGetEventHandle(not interprocess)");
+        return;
+      }
+      expectSuccess(status, "accinteIpcGetEventHandle");
+      accinteEvent_t opened = nullptr;
+      expectStatus(accinteIpcOpenEventHandle(&opened, handle),
+                   accinteErrorInvalidIpcHandle,
+                   "accinteIpcOpenEventHandle(own handle)");
+      return;
+    }
+    Buffer* buffer = pick(buffers_);
+    if (buffer == nullptr) {
+      return;
+    }
+    const size_t offset =
+        input_.ConsumeIntegralInRange<size_t>(0, buffer->expected.size() - 1);
+    accinteIpcMemHandle_t handle;
+    const accinteError_t status =
+        accinteIpcGetMemHandle(&handle, buffer->ptr + offset);
+    expectStatus(accinteIpcCloseMemHandle(buffer->ptr),
+                 accinteErrorInvalidDevicePointer,
+                 "accinteIpcCloseMemHandle(not opened)");
+    if (buffer->kind != MemoryKind::Device) {
+      expectStatus(status, accinteErrorInvalidDevicePointer,
+                   "accinteIpcGetMemHandle(host memory)");
+      return;
+    }
+    expectSuccess(status, "accinteIpcGetMemHandle");
+    void* opened = nullptr;
+    expectStatus(accinteIpcOpenMemHandle(&opened, handle, 0),
+                 accinteErrorInvalidIpcHandle,
+                 "accinteIpcOpenMemHandle(own handle)");
   }
 
   void destroyEvent() {
@@ -940,10 +1002,11 @@ class Program {
         break;
       }
       case 4:
-        expectStatus(accinteEventCreateWithFlags(
-                         reinterpret_cast<accinteEvent_t*>(&ptr), 7u),
-                     accinteErrorInvalidValue,
-                     "accinteEventCreateWithFlags(bad flags)");
+        // An unknown flag, or an interprocess event with timing.
+        expectStatus(
+            accinteEventCreateWithFlags(reinterpret_cast<accinteEvent_t*>(&ptr),
+                                        input_.ConsumeBool() ? 8u : 6u),
+            accinteErrorInvalidValue, "accinteEventCreateWithFlags(bad flags)");
         break;
       case 5: {
         // NB: not a kind, yet in the enum's range (see case 3).

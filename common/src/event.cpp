@@ -198,27 +198,26 @@ void enqueueInterprocessRecord(Stream& stream,
                                std::shared_ptr<EventCompletion> record,
                                std::shared_ptr<SharedEventState> shared,
                                uint64_t generation) {
-  stream.enqueue(makeOperation([record = std::move(record),
-                                shared = std::move(shared), generation,
-                                &stream] {
-    record->complete(stream.carriedFailures());
-    shared->complete(generation);
-    return accinteSuccess;
-  }));
+  stream.enqueue(
+      makeOperation([record = std::move(record), shared = std::move(shared),
+                     generation, &stream] {
+        record->complete(stream.carriedFailures());
+        shared->complete(generation);
+        return accinteSuccess;
+      }));
 }
 
 void enqueueInterprocessWait(Stream& stream,
                              std::shared_ptr<SharedEventState> shared,
                              uint64_t generation) {
-  stream.enqueue(
-      makeOperation([shared = std::move(shared), generation]() {
-        if (shared->wait(generation) != accinteSuccess) {
-          // NB: thrown, so that the stream's failure says why, as a kernel's
-          // exception does.
-          throw std::runtime_error(kPeerExitedMessage);
-        }
-        return accinteSuccess;
-      }));
+  stream.enqueue(makeOperation([shared = std::move(shared), generation]() {
+    if (shared->wait(generation) != accinteSuccess) {
+      // NB: thrown, so that the stream's failure says why, as a kernel's
+      // exception does.
+      throw std::runtime_error(kPeerExitedMessage);
+    }
+    return accinteSuccess;
+  }));
 }
 
 std::shared_ptr<EventCompletion> Event::startRecord(uint64_t* generation) {

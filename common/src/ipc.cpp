@@ -19,10 +19,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
-#include <sstream>
 
 namespace accinte::emulator {
 
@@ -31,32 +28,60 @@ namespace {
 /** Reads `/proc/<pid>/stat`: the state letter and the start time. False if
  * the process does not exist (any more). */
 bool readProcStat(int32_t pid, char* state, uint64_t* startTime) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  std::ifstream file(path);
-  if (!file) {
+  // NB: plain system calls, not a stream: a process that ends while its
+  // file is read makes the read fail (ESRCH), which a C++ stream may turn
+  // into an exception, and this runs on stream workers and inside C calls.
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     return false;
   }
-  const std::string line((std::istreambuf_iterator<char>(file)),
-                         std::istreambuf_iterator<char>());
+  char buffer[1024];
+  size_t length = 0;
+  while (length < sizeof(buffer) - 1) {
+    const ssize_t n = ::read(fd, buffer + length, sizeof(buffer) - 1 - length);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      if (n < 0) {
+        ::close(fd);
+        return false;
+      }
+      break;
+    }
+    length += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  buffer[length] = '\0';
   // NB: field 2, the command name, is in parentheses and may itself contain
   // spaces and parentheses; the fields after the last ')' are plain.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) {
+  const char* close = std::strrchr(buffer, ')');
+  if (close == nullptr) {
     return false;
   }
-  std::istringstream fields(line.substr(close + 1));
-  std::string field;
   // Field 3 is the state; field 22 the start time.
+  const char* cursor = close + 1;
   for (int index = 3; index <= 22; ++index) {
-    if (!(fields >> field)) {
+    while (*cursor == ' ') {
+      ++cursor;
+    }
+    if (*cursor == '\0') {
       return false;
     }
     if (index == 3) {
-      *state = field.empty() ? '?' : field[0];
+      *state = *cursor;
+    }
+    if (index == 22) {
+      *startTime = std::strtoull(cursor, nullptr, 10);
+      return true;
+    }
+    while (*cursor != ' ' && *cursor != '\0') {
+      ++cursor;
     }
   }
-  *startTime = std::strtoull(field.c_str(), nullptr, 10);
-  return true;
+  return false;
 }
 
 } // namespace
@@ -87,7 +112,8 @@ bool processIsAlive(const ProcessIdentity& identity) {
 
 uint64_t newIpcNonce() {
   uint64_t nonce = 0;
-  if (getrandom(&nonce, sizeof(nonce), 0) == static_cast<ssize_t>(sizeof(nonce))) {
+  if (getrandom(&nonce, sizeof(nonce), 0) ==
+      static_cast<ssize_t>(sizeof(nonce))) {
     return nonce;
   }
   std::random_device device;
@@ -126,7 +152,8 @@ int openPeerMemfd(const ProcessIdentity& owner, int fd, const char* prefix,
   // memfd, so the memory outlives the owner's descriptor.
   const std::string path =
       "/proc/" + std::to_string(owner.pid) + "/fd/" + std::to_string(fd);
-  const int local = open(path.c_str(), O_RDWR | O_CLOEXEC); // LITERALINCLUDE EMPHASIZE
+  // LITERALINCLUDE EMPHASIZE NEXT
+  const int local = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (local < 0) {
     return -1;
   }
@@ -230,14 +257,12 @@ accinteError_t accinteIpcGetMemHandle(accinteIpcMemHandle_t* handle,
   return accinteSuccess;
 }
 
-accinteError_t accinteIpcOpenMemHandle(void** ptr,
-                                       accinteIpcMemHandle_t handle,
+accinteError_t accinteIpcOpenMemHandle(void** ptr, accinteIpcMemHandle_t handle,
                                        unsigned int flags) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteIpcOpenMemHandle");
-  if (ptr == nullptr ||
-      (flags & ~static_cast<unsigned int>(accinteIpcMemLazyEnablePeerAccess)) !=
-          0) {
+  if (ptr == nullptr || (flags & ~static_cast<unsigned int>(
+                                     accinteIpcMemLazyEnablePeerAccess)) != 0) {
     return accinteErrorInvalidValue;
   }
   *ptr = nullptr;

@@ -282,8 +282,8 @@ accinteError_t MemoryRegistry::importDevice(const IpcMemHandleData& data,
   // go, and the memory stays until this process unmaps it, whatever the
   // exporter does meanwhile.
   // LITERALINCLUDE EMPHASIZE NEXT 2
-  void* mapping = mmap(nullptr, mappedSize, PROT_NONE,
-                       MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void* mapping =
+      mmap(nullptr, mappedSize, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   ::close(fd);
   // LITERALINCLUDE END: EMULATOR_IPC_IMPORT
   if (mapping == MAP_FAILED) {

@@ -26,6 +26,8 @@ constexpr accinteError_t kAllErrors[] = {
     accinteErrorInvalidHostPointer,
     accinteErrorForkedChild,
     accinteErrorNotPermitted,
+    accinteErrorInvalidIpcHandle,
+    accinteErrorIpcPeerExited,
 };
 
 TEST(Errors, EveryCodeHasItsOwnNameAndDescription) {

@@ -31,7 +31,8 @@ ScenarioRegistrar::ScenarioRegistrar(const char* name, ScenarioFn fn) {
   scenarios()[name] = fn;
 }
 
-int runScenario(const std::string& name, const std::vector<std::string>& env) {
+pid_t startScenario(const std::string& name,
+                    const std::vector<std::string>& env) {
   std::vector<std::string> childEnv;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     if (std::strncmp(*entry, "ACCINTE_", 8) != 0) {
@@ -56,6 +57,13 @@ int runScenario(const std::string& name, const std::vector<std::string>& env) {
       0) {
     return -1;
   }
+  return pid;
+}
+
+int waitScenario(pid_t pid) {
+  if (pid < 0) {
+    return -1;
+  }
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) {
     return -1;
@@ -64,6 +72,10 @@ int runScenario(const std::string& name, const std::vector<std::string>& env) {
     return 128 + WTERMSIG(status);
   }
   return WEXITSTATUS(status);
+}
+
+int runScenario(const std::string& name, const std::vector<std::string>& env) {
+  return waitScenario(startScenario(name, env));
 }
 
 } // namespace accinte::testing

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <cstdio>
 #include <future>
 #include <string>
@@ -114,6 +116,16 @@ struct ScenarioRegistrar {
  * code, or 128 + the signal number if the child was killed.
  */
 int runScenario(const std::string& name, const std::vector<std::string>& env);
+
+/** Starts scenario `name` as runScenario() does, without waiting for it;
+ * returns the child's pid, or -1. The child inherits the descriptors that
+ * are not close-on-exec. */
+pid_t startScenario(const std::string& name,
+                    const std::vector<std::string>& env);
+
+/** Waits for a child of startScenario(): its exit code, 128 + the signal
+ * number if it was killed, or -1. */
+int waitScenario(pid_t pid);
 
 } // namespace accinte::testing
 

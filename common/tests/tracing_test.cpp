@@ -354,6 +354,27 @@ TEST_F(Tracing, RuntimeCallsAreRecordedOnTheCallingThread) {
   }
 }
 
+TEST_F(Tracing, IpcMemoryCallsAreRecorded) {
+  void* device = nullptr;
+  ASSERT_OK(accinteMalloc(&device, 64));
+  accinteIpcMemHandle_t handle;
+  ASSERT_OK(accinteIpcGetMemHandle(&handle, device));
+  void* opened = nullptr;
+  // Failed calls (a handle of this process, memory not opened) count too.
+  EXPECT_EQ(accinteIpcOpenMemHandle(&opened, handle, 0),
+            accinteErrorInvalidIpcHandle);
+  EXPECT_EQ(accinteIpcCloseMemHandle(device), accinteErrorInvalidDevicePointer);
+  ASSERT_OK(accinteFree(device));
+  const auto calls = ofKind(takeAll(), accinteActivityKindRuntime);
+  const char* const expected[] = {"accinteMalloc", "accinteIpcGetMemHandle",
+                                  "accinteIpcOpenMemHandle",
+                                  "accinteIpcCloseMemHandle", "accinteFree"};
+  ASSERT_EQ(calls.size(), std::size(expected));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_STREQ(calls[i].name, expected[i]);
+  }
+}
+
 TEST_F(Tracing, TimestampsAreOnTheMonotonicClock) {
   timespec now{};
   ASSERT_EQ(clock_gettime(CLOCK_MONOTONIC, &now), 0);

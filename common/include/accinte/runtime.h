@@ -565,6 +565,13 @@ ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
  * Memory opened from a handle cannot be exported again
  * (::accinteErrorInvalidValue, as CUDA refuses); pinned host memory or an
  * unknown pointer gives ::accinteErrorInvalidDevicePointer.
+ *
+ * NB: the first handle of an allocation makes it shareable, which waits
+ * until no copy, memset or kernel is running on it (work merely enqueued is
+ * not waited for, and is not affected). From a stream's worker, where that
+ * could wait forever, it gives ::accinteErrorNotPermitted; if the process
+ * has no file descriptor or memory left to share it with,
+ * ::accinteErrorMemoryAllocation.
  */
 ACCINTE_EXPORT accinteError_t
 accinteIpcGetMemHandle(accinteIpcMemHandle_t* handle, void* ptr);
@@ -604,8 +611,9 @@ ACCINTE_EXPORT accinteError_t accinteIpcCloseMemHandle(void* ptr);
 /**
  * Writes a handle for `event`, which another process can open with
  * accinteIpcOpenEventHandle() to wait for the event's records. The event
- * must have been created with ::accinteEventInterprocess
- * (else ::accinteErrorInvalidResourceHandle, as CUDA).
+ * must have been created with ::accinteEventInterprocess by this process
+ * (else ::accinteErrorInvalidResourceHandle, as CUDA): an event opened from
+ * a handle is not exported again; its creator's handle serves every process.
  */
 ACCINTE_EXPORT accinteError_t
 accinteIpcGetEventHandle(accinteIpcEventHandle_t* handle, accinteEvent_t event);
@@ -690,8 +698,10 @@ typedef enum accinteActivityKind {
    * accinteMemcpy(), accinteMemcpyAsync(), accinteMemsetAsync(),
    * accinteLaunchKernel() and accinteLaunchKernelNamed() (both recorded as
    * "accinteLaunchKernel"), accinteStreamSynchronize(),
-   * accinteDeviceSynchronize(), accinteStreamWaitEvent(), accinteEventRecord()
-   * and accinteEventSynchronize(). Queries and getters are not. */
+   * accinteDeviceSynchronize(), accinteStreamWaitEvent(), accinteEventRecord(),
+   * accinteEventSynchronize(), accinteIpcGetMemHandle(),
+   * accinteIpcOpenMemHandle() and accinteIpcCloseMemHandle(). Queries and
+   * getters are not. */
   accinteActivityKindRuntime = 4,
 } accinteActivityKind;
 
