@@ -9,7 +9,6 @@ a tensor over the same device memory.
 """
 
 import os
-import threading
 import warnings
 from multiprocessing.reduction import ForkingPickler
 
@@ -17,15 +16,13 @@ import torch
 from torch.multiprocessing import reductions
 from torch_accinte import _C, device_module
 
-# NB: only the sharing needs one lock: _C's halves lock what they share.
-_sharing = threading.Lock()
-
-
 # LITERALINCLUDE START: CH14_PY_REDUCE
 def _reduce_tensor(tensor: torch.Tensor):
     """How ``ForkingPickler`` sends a tensor: accinte's way for a dense
-    accinte tensor, PyTorch's for any other."""
-    if tensor.device.type != "accinte" or tensor.layout != torch.strided:
+    accinte tensor, PyTorch's for any other (whose parts, such as a sparse
+    tensor's indices and values, come back here)."""
+    if (tensor.device.type != "accinte" or tensor.layout != torch.strided
+            or tensor.is_nested):
         return reductions.reduce_tensor(tensor)
     # The checks PyTorch's reduction makes for every tensor.
     if tensor.requires_grad and not tensor.is_leaf:
@@ -37,9 +34,9 @@ def _reduce_tensor(tensor: torch.Tensor):
     torch.utils.hooks.warn_if_has_hooks(tensor)
     shared = None
     if tensor.untyped_storage().nbytes() > 0:
-        with _sharing:
-            _C._ipc_collect()  # LITERALINCLUDE EMPHASIZE
-            shared = _C._ipc_share(tensor)  # LITERALINCLUDE EMPHASIZE
+        # Each send first frees what consumers released since the last.
+        _C._ipc_collect()  # LITERALINCLUDE EMPHASIZE
+        shared = _C._ipc_share(tensor)  # LITERALINCLUDE EMPHASIZE
         # A tensor sent and received in this same process is its own
         # storage again (the emulator opens no handle of its own process).
         reductions.shared_cache[_cache_key(shared)] = reductions.StorageWeakRef(
