@@ -128,8 +128,8 @@ APPLICABLE = {
     "seed_all": "08_generator",
     "set_rng_state": "08_generator",
     "set_rng_state_all": "08_generator",
-    # Memory shared between processes: no chapter yet.
-    "ipc_collect": None,
+    # Memory shared between processes: chapter 14.
+    "ipc_collect": "14_ipc",
 }
 
 #: Applicable names whose ``torch.accinte`` counterpart is named after the
@@ -145,9 +145,7 @@ def counterpart(name: str) -> str:
 
 
 #: Applicable names ``torch.accinte`` does not have yet: issue #30.
-MISSING = frozenset({
-    "ipc_collect",
-})
+MISSING = frozenset()
 
 #: CUDA-only name -> its reason, a key of :data:`REASONS`.
 CUDA_ONLY = {
