@@ -209,11 +209,11 @@ nitpick_ignore = [
     # (docs/_ext/accinte_api.py), and a namespace has no page of its own.
     ("cpp:identifier", "accinte"),
 ]
-# Standard C types and PyTorch's C++ API (Kineto's, which PyTorch ships, with
-# it): documented elsewhere, and there is no Sphinx inventory of PyTorch's C++
-# API to link to.
+# Standard C and POSIX types and PyTorch's C++ API (Kineto's, which PyTorch
+# ships, with it): documented elsewhere, and there is no Sphinx inventory of
+# PyTorch's C++ API to link to.
 nitpick_ignore_regex = [
-    ("cpp:identifier", r"(s?size_t|ptrdiff_t|u?int(8|16|32|64|ptr)_t)"),
+    ("cpp:identifier", r"(s?size_t|ptrdiff_t|pid_t|u?int(8|16|32|64|ptr)_t)"),
     ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11|libkineto)(::.*)?"),
 ]
 
@@ -241,6 +241,26 @@ autodoc_mock_imports = ["torch_accinte._C"]
 autodoc_default_options = {"members": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+
+
+def _cancel_exit_finalizers(app, exception) -> None:
+    """Chapter 14's plug-in, imported by autodoc, registers finalizers that
+    call the compiled module at exit; under the mock they would fail (and
+    print a traceback after the build), so they are cancelled."""
+    from multiprocessing import util
+
+    from sphinx.ext.autodoc.mock import ismock
+
+    ipc = sys.modules.get("torch_accinte.ipc")
+    for finalizer in list(util._finalizer_registry.values()):
+        callback = getattr(finalizer, "_callback", None)
+        if ismock(callback) or (ipc is not None and callback is getattr(
+                ipc, "_warn_if_in_flight", None)):
+            finalizer.cancel()
+
+
+def setup(app):
+    app.connect("build-finished", _cancel_exit_finalizers)
 
 # -- MyST ---------------------------------------------------------------------
 

@@ -269,7 +269,7 @@ std::shared_ptr<CounterPage> counterPage(const SharedStorage& shared,
   return page;
 }
 
-// LITERALINCLUDE START: CH14_RELEASE
+// LITERALINCLUDE START: CH14_RECEIVED
 /** What a consumer's storage holds besides its bytes. */
 struct ReceivedStorage {
   /** What accinteIpcOpenMemHandle() returned: the segment's base. */
@@ -343,7 +343,7 @@ void releaseReceivedStorage(void* context) {
   }
   release(received->base, *received->page, received->slot);
 }
-// LITERALINCLUDE END: CH14_RELEASE
+// LITERALINCLUDE END: CH14_RECEIVED
 
 } // namespace
 
