@@ -143,10 +143,7 @@ accinteError_t MemoryRegistry::freeDevice(const AllocationRef& ref) {
     return accinteErrorInvalidDevicePointer;
   }
   // A copy enqueued on another device's stream may still be using it.
-  allocationClosed_.wait(lock, [&] {
-    allocation = lookupLocked(ref);
-    return allocation == nullptr || allocation->openCount == 0;
-  });
+  allocation = waitUntilClosedLocked(lock, ref);
   if (allocation == nullptr) {
     return accinteErrorInvalidDevicePointer;
   }
@@ -225,10 +222,7 @@ accinteError_t MemoryRegistry::exportDevice(const AllocationRef& ref,
     // NB: a copy or kernel running on it would write to the private pages
     // while they are copied; queued work is not in the way, since it
     // designates the allocation by address and serial, which stay the same.
-    allocationClosed_.wait(lock, [&] {
-      allocation = lookupLocked(ref);
-      return allocation == nullptr || allocation->openCount == 0;
-    });
+    allocation = waitUntilClosedLocked(lock, ref);
     if (allocation == nullptr) {
       return accinteErrorInvalidDevicePointer;
     }
@@ -321,10 +315,7 @@ accinteError_t MemoryRegistry::closeImported(const AllocationRef& ref) {
     return accinteSuccess;
   }
   // Work of another thread, enqueued after the caller drained, may use it.
-  allocationClosed_.wait(lock, [&] {
-    allocation = lookupLocked(ref);
-    return allocation == nullptr || allocation->openCount == 0;
-  });
+  allocation = waitUntilClosedLocked(lock, ref);
   if (allocation == nullptr) {
     return accinteSuccess;
   }
@@ -404,6 +395,16 @@ size_t MemoryRegistry::usedBytes(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto index = static_cast<size_t>(device);
   return index < usedBytes_.size() ? usedBytes_[index] : 0;
+}
+
+MemoryRegistry::Allocation* MemoryRegistry::waitUntilClosedLocked(
+    std::unique_lock<std::mutex>& lock, const AllocationRef& ref) {
+  Allocation* allocation = nullptr;
+  allocationClosed_.wait(lock, [&] {
+    allocation = lookupLocked(ref);
+    return allocation == nullptr || allocation->openCount == 0;
+  });
+  return allocation;
 }
 
 MemoryRegistry::Allocation* MemoryRegistry::lookupLocked(

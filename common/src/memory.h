@@ -133,6 +133,11 @@ class MemoryRegistry {
    */
   Allocation* lookupLocked(const AllocationRef& ref);
 
+  /** Waits (releasing `lock` meanwhile) until nothing has `ref` open; returns
+   * it then, or nullptr if it was freed meanwhile. Needs mutex_ in `lock`. */
+  Allocation* waitUntilClosedLocked(std::unique_lock<std::mutex>& lock,
+                                    const AllocationRef& ref);
+
   /** Decrements the open count of `ref`, protecting it again at zero. Needs
    * mutex_. */
   void closeLocked(const AllocationRef& ref);
