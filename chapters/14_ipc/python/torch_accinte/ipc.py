@@ -70,16 +70,12 @@ def _rebuild_tensor(cls, size, stride, offset, dtype, device, requires_grad,
             # Mapped already (or this process's own storage, back home):
             # this send only needs its wait and its release.
             _C._ipc_accept_again(shared, producer)
-    tensor = torch._utils._rebuild_tensor(
-        torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True),
-        offset, size, stride)
-    if cls == torch.nn.parameter.Parameter:
-        # As PyTorch's: an integer Parameter must get requires_grad=False
-        # from its constructor.
-        tensor = torch.nn.parameter.Parameter(tensor, requires_grad=requires_grad)
-    else:
-        tensor.requires_grad = requires_grad
-    return tensor
+    # The rest is what PyTorch's reduction of a CPU tensor does with its
+    # storage: the layout, and requires_grad (a Parameter's through its
+    # constructor).
+    return reductions.rebuild_tensor(
+        cls, torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True),
+        (offset, size, stride, requires_grad))
 # LITERALINCLUDE END: CH14_PY_REBUILD
 
 
