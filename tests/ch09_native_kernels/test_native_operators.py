@@ -101,6 +101,10 @@ CASES = {
     "addmm": (lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2), sample(6), matrix, vector),
     "bmm": (torch.bmm, *batch),
     "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y), sample(3, 2, 5), *batch),
+    # the overloads torch.compile's generated code calls (chapter 13)
+    "bmm baddbmm out=": (lambda b, x, y: (torch.bmm(x, y, out=x.new_empty(0)),
+                                          torch.baddbmm(b, x, y, beta=0.5, out=b.new_empty(0))),
+                         sample(3, 2, 5), *batch),
     "linear": (F.linear, matrix, sample(3, 4), sample(3)),
     # softmax and losses
     "softmax": (lambda x: (x.softmax(1), x.log_softmax(0)), logits),

@@ -185,6 +185,31 @@ def test_no_graph_breaks_where_the_cpu_has_none(name):
     assert on_accinte == on_cpu
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_compiled_code_takes_no_fallback_the_eager_code_does_not(name):
+    # Inductor calls the operators it leaves to ATen (mm, bmm, addmm,
+    # baddbmm) in their out= overloads: each one needs a native kernel of
+    # its own, or the compiled model runs it through the CPU fallback,
+    # right but with a host round trip per call (bmm.out once did).
+    with seeded(4):
+        model, fn, inputs = MODELS[name]()
+    model = model.to(ACCINTE)
+    inputs = [x.to(ACCINTE) for x in inputs]
+
+    def step(call):
+        call(model, *inputs).sum().backward()
+        model.zero_grad(set_to_none=True)
+        torch.accinte.synchronize()
+
+    compiled = torch.compile(fn)
+    step(compiled)  # compiles the forward and the backward graphs
+    with torch.accinte.record_fallbacks() as eager:
+        step(fn)
+    with torch.accinte.record_fallbacks() as on_compiled:
+        step(compiled)
+    assert set(on_compiled.calls) <= set(eager.calls), on_compiled.table()
+
+
 def fixed_gradients(model, steps):
     """One set of gradients per step, the same on every device."""
     with seeded(5):

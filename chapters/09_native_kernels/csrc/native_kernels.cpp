@@ -203,7 +203,9 @@ const std::vector<NativeOperator>& nativeOperators() {
       {"addmm_", "", ACCINTE_META(addmm_)},
       {"addmm.out", "", ACCINTE_META(addmm_outf)},
       {"bmm", "bmm.out", ACCINTE_META(bmm)},
+      {"bmm.out", "", ACCINTE_META(bmm_outf)},
       {"baddbmm", "baddbmm.out", ACCINTE_META(baddbmm)},
+      {"baddbmm.out", "", ACCINTE_META(baddbmm_outf)},
       // Softmax, the negative log-likelihood loss, and their backward.
       {"_softmax", "_softmax.out", ACCINTE_META(_softmax)},
       {"_log_softmax", "_log_softmax.out", ACCINTE_META(_log_softmax)},
