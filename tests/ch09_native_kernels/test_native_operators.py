@@ -83,6 +83,14 @@ CASES = {
     "lerp": (lambda x, y: torch.lerp(x, y, 0.25), a23, c23),
     "comparisons": (lambda x, y: (x < y, x <= y, x > y, x >= y, x == y, x != y), a23, b3),
     "comparisons with a scalar": (lambda x: (x < 0, x <= 1, x > 0, x >= 1, x == 0, x != 0), ints),
+    "isneginf isin": (lambda x, y: (torch.isneginf(x), torch.isin(x, y), torch.isin(x, y, invert=True)),
+                      torch.tensor([1.0, -float("inf"), float("inf"), 2.0, -3.0]),
+                      torch.tensor([2.0, -3.0, 7.0])),
+    # masks: bitwise operators and triangles
+    "bitwise": (lambda x, y: (x & y, x | y, ~x, x.clone().bitwise_and_(y), x.clone().bitwise_or_(y),
+                              x.clone().bitwise_not_()), ints, ints.flip(0)),
+    "bitwise on bools": (lambda x, y: (x & y, x | y, ~x), a23 > 0, c23 > 0),
+    "tril": (lambda x: (x.tril(), x.tril(-1), x.clone().tril_(1)), sample(4, 5)),
     # unary functions and activations
     "exp log sqrt rsqrt": (lambda x: (x.exp(), x.log(), x.sqrt(), x.rsqrt()), positive),
     "sigmoid tanh relu gelu silu": (lambda x: (x.sigmoid(), x.tanh(), x.relu(), F.gelu(x),
@@ -95,6 +103,22 @@ CASES = {
     "mean amax amin": (lambda x: (x.mean(), x.mean(1), x.amax(0), x.amin((0, 1))), positive),
     "max min argmax": (lambda x: (*x.max(1), *x.min(0, keepdim=True), x.argmax(), x.argmax(1)), positive),
     "norms": (lambda x: (torch.linalg.vector_norm(x), torch.linalg.vector_norm(x, 1, dim=1)), a23),
+    "all any": (lambda x: (x.all(), x.any(), x.all(1), x.any(0, keepdim=True), (x > 0).all(),
+                           (x > 0).any(1)), ints),
+    "cumsum": (lambda x, i: (x.cumsum(1), x.cumsum(0, dtype=torch.float64), x.clone().cumsum_(1),
+                             i.cumsum(0)), a23, ints),
+    # indexing
+    "gather": (lambda x, i, j: (x.gather(1, i), x.gather(0, j)), sample(3, 4),
+               torch.tensor([[0, 3], [1, 1], [2, 0]]), torch.tensor([[2, 0, 1, 2]])),
+    "arange into out=": (lambda x: (torch.arange(2, 11, 3, out=x.new_empty(0)),
+                                    torch.arange(0.5, 2, 0.25, device=x.device)), a23),
+    # pooling, and its backward
+    "max_pool2d with indices": (
+        lambda x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, return_indices=True),
+        sample(2, 3, 7, 6)),
+    "max_pool2d backward": (
+        lambda x, g: torch.autograd.grad(F.max_pool2d(x, 2), x, g)[0],
+        sample(2, 3, 6, 6).requires_grad_(), sample(2, 3, 3, 3, seed=1)),
     # matrix products
     "mm": (torch.mm, matrix, vector),
     "matmul of a transposed view": (lambda x, y: x.t() @ y, sample(4, 5), vector),
