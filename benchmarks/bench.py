@@ -711,7 +711,7 @@ def main() -> int:
         json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (args.out / "results.md").write_text(
         report.describe_run(results) + "\n\n" + report.markdown_table(results)
-        + "\n" + report.legend(results) + "\n" + report.fallback_summary(results),
+        + "\n" + report.legend(results) + "\n\n" + report.fallback_summary(results),
         encoding="utf-8")
     print(f"Other processes kept {results['other_load']:.2f} CPUs busy on average"
           + (": the machine was busy, these numbers are preliminary"
