@@ -206,15 +206,22 @@ def negate(route: str) -> Callable[[], Steps]:
 
 # -- The workloads of tests/workloads ----------------------------------------------
 
+def transformers_module() -> ModuleType:
+    """``transformers``, its warnings silenced; a RuntimeError, which the
+    rows report as the reason they were not measured, if it is missing."""
+    try:
+        import transformers
+    except ImportError:
+        raise RuntimeError("transformers is not installed (requirements/test.txt)") from None
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
 @functools.lru_cache(maxsize=None)
 def workloads() -> ModuleType:
     """``tests/workloads/workloads.py``, whose models the test suite checks
     against the CPU: the workload rows time those same models."""
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        # NB: a RuntimeError, so that the rows say why they were not measured.
-        raise RuntimeError("transformers is not installed (requirements/test.txt)") from None
+    transformers_module()  # its configurations need it
     # NB: loaded from its path: ``tests`` is no package, and an installed
     # distribution may own that name.
     path = ROOT / "tests" / "workloads" / "workloads.py"
@@ -231,7 +238,7 @@ def gpt2_model(seed: int) -> torch.nn.Module:
     a vocabulary of 128, dropout off."""
     module = workloads()
     torch.default_generator.manual_seed(seed)
-    return module._quiet_transformers().GPT2LMHeadModel(module.gpt2_config())
+    return transformers_module().GPT2LMHeadModel(module.gpt2_config())
 
 
 def gpt2_training_step() -> Steps:
@@ -290,7 +297,7 @@ def bert_forward() -> Steps:
     width 32): logits of 3 sequences of 12 tokens, one of them padded."""
     module = workloads()
     torch.default_generator.manual_seed(2)
-    cpu_model = module._quiet_transformers().BertForMaskedLM(module.bert_config()).eval()
+    cpu_model = transformers_module().BertForMaskedLM(module.bert_config()).eval()
     device_model = copy.deepcopy(cpu_model).to("accinte")
     ids = torch.randint(0, cpu_model.config.vocab_size, (3, 12))
     mask = torch.ones_like(ids)
