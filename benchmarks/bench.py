@@ -28,6 +28,8 @@ os.environ.setdefault("ACCINTE_DEVICE_COUNT", "2")
 import argparse  # noqa: E402
 import copy  # noqa: E402
 import datetime  # noqa: E402
+import functools  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -36,7 +38,8 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable, List, Optional, Tuple  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import Callable, Dict, List, Optional, Tuple  # noqa: E402
 
 import torch  # noqa: E402
 import torch_accinte  # noqa: E402
@@ -68,6 +71,9 @@ class Benchmark:
     nbytes: Optional[int] = None
     #: What the second step runs, when it is not the same call on the CPU.
     baseline: Optional[str] = None
+    #: Whether to count the accinte step's CPU fallback calls (a workload:
+    #: they are the first reason for its ratio).
+    count_fallbacks: bool = False
 
 
 # -- Timing ----------------------------------------------------------------------
@@ -121,6 +127,15 @@ def add(count: int) -> Steps:
     a, b = torch.rand(count), torch.rand(count)
     a_dev, b_dev = a.to("accinte"), b.to("accinte")
     return (lambda: a_dev + b_dev), (lambda: a + b)
+
+
+def add_out(count: int) -> Steps:
+    """``torch.add(a, b, out=c)`` on ``count`` float32 elements: the kernel
+    alone, without allocating its result."""
+    a, b = torch.rand(count), torch.rand(count)
+    c = torch.empty_like(a)
+    a_dev, b_dev, c_dev = a.to("accinte"), b.to("accinte"), c.to("accinte")
+    return (lambda: torch.add(a_dev, b_dev, out=c_dev)), (lambda: torch.add(a, b, out=c))
 
 
 def latency_add() -> Steps:
@@ -187,6 +202,139 @@ def negate(route: str) -> Callable[[], Steps]:
             return (lambda: -x_dev), (lambda: -x)
         return (lambda: x_dev.nan_to_num()), (lambda: x.nan_to_num())
     return prepare
+
+
+# -- The workloads of tests/workloads ----------------------------------------------
+
+def transformers_module() -> ModuleType:
+    """``transformers``, its warnings silenced; a RuntimeError, which the
+    rows report as the reason they were not measured, if it is missing."""
+    try:
+        import transformers
+    except ImportError:
+        raise RuntimeError("transformers is not installed (requirements/test.txt)") from None
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+@functools.lru_cache(maxsize=None)
+def workloads() -> ModuleType:
+    """``tests/workloads/workloads.py``, whose models the test suite checks
+    against the CPU: the workload rows time those same models."""
+    transformers_module()  # its configurations need it
+    # NB: loaded from its path: ``tests`` is no package, and an installed
+    # distribution may own that name.
+    path = ROOT / "tests" / "workloads" / "workloads.py"
+    spec = importlib.util.spec_from_file_location("accinte_bench_workloads", path)
+    module = importlib.util.module_from_spec(spec)
+    # Dataclasses look their module up while the module runs.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def gpt2_model(seed: int) -> torch.nn.Module:
+    """tests/workloads' GPT-2 language model on the CPU: 2 layers, width 32,
+    a vocabulary of 128, dropout off."""
+    module = workloads()
+    torch.default_generator.manual_seed(seed)
+    return transformers_module().GPT2LMHeadModel(module.gpt2_config())
+
+
+def gpt2_training_step() -> Steps:
+    """One AdamW step of tests/workloads' GPT-2 on 4 sequences of 16 tokens,
+    the loss from the model's own ``labels``."""
+    cpu_model = gpt2_model(0)
+    # NB: initialized on the CPU and copied, as in mlp_training_step.
+    device_model = copy.deepcopy(cpu_model).to("accinte")
+    ids = torch.randint(0, cpu_model.config.vocab_size, (4, 16))
+
+    def trainer(model, ids):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            model(input_ids=ids, labels=ids).loss.backward()
+            optimizer.step()
+        return step
+
+    return trainer(device_model, ids.to("accinte")), trainer(cpu_model, ids)
+
+
+#: Tokens each ``generate`` call of the GPT-2 generation row adds.
+NEW_TOKENS = 16
+
+
+def gpt2_generation() -> Steps:
+    """tests/workloads' GPT-2 greedy ``generate``: NEW_TOKENS tokens after 2
+    prompts of 5 tokens."""
+    cpu_model = gpt2_model(1).eval()
+    device_model = copy.deepcopy(cpu_model).to("accinte")
+    prompt = torch.randint(1, cpu_model.config.vocab_size, (2, 5))
+
+    def generator(model, device):
+        ids, mask = prompt.to(device), torch.ones_like(prompt).to(device)
+
+        def step():
+            with torch.no_grad():
+                return model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
+                                      do_sample=False, pad_token_id=0)
+        return step
+
+    device_step, cpu_step = generator(device_model, "accinte"), generator(cpu_model, "cpu")
+    # NB: both sides time the same work only if they decode the same tokens,
+    # all of them: an end-of-sequence token would stop one of them early.
+    tokens, cpu_tokens = device_step().cpu(), cpu_step()
+    if tokens.shape != (2, 5 + NEW_TOKENS) or not torch.equal(tokens, cpu_tokens):
+        raise RuntimeError(f"GPT-2 generated {tuple(tokens.shape)} tokens on accinte and "
+                           f"{tuple(cpu_tokens.shape)} on the CPU, not the same "
+                           f"{NEW_TOKENS} new tokens each")
+    return device_step, cpu_step
+
+
+def bert_forward() -> Steps:
+    """tests/workloads' BERT masked language model in eval mode (2 layers,
+    width 32): logits of 3 sequences of 12 tokens, one of them padded."""
+    module = workloads()
+    torch.default_generator.manual_seed(2)
+    cpu_model = transformers_module().BertForMaskedLM(module.bert_config()).eval()
+    device_model = copy.deepcopy(cpu_model).to("accinte")
+    ids = torch.randint(0, cpu_model.config.vocab_size, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0  # padding: the attention mask takes part
+
+    def forward(model, device):
+        ids_on, mask_on = ids.to(device), mask.to(device)
+
+        def step():
+            with torch.no_grad():
+                return model(input_ids=ids_on, attention_mask=mask_on).logits
+        return step
+
+    return forward(device_model, "accinte"), forward(cpu_model, "cpu")
+
+
+def cnn_training_step() -> Steps:
+    """One SGD step (momentum 0.9) of tests/workloads' CNN: two convolutions
+    with BatchNorm and ReLU, max and average pooling, dropout, a linear head,
+    on 8 images of 3 × 16 × 16."""
+    module = workloads()
+    torch.default_generator.manual_seed(3)
+    cpu_model = module.SmallCNN()
+    device_model = copy.deepcopy(cpu_model).to("accinte")
+    inputs, targets = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+
+    def trainer(model, x, y):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        return step
+
+    return (trainer(device_model, inputs.to("accinte"), targets.to("accinte")),
+            trainer(cpu_model, inputs, targets))
 
 
 def mlp_training_step() -> Steps:
@@ -308,7 +456,7 @@ def device_copy(destination: str) -> Callable[[], Steps]:
 
 
 def benchmarks() -> List[Benchmark]:
-    """Every ratio benchmark: issue 12's table first, with its goals."""
+    """Every ratio benchmark: those with goals (issues 12 and 27) first."""
     def time_goal(value: float) -> dict:
         return report.goal(report.TIME, value)
 
@@ -316,6 +464,8 @@ def benchmarks() -> List[Benchmark]:
     rows = [
         Benchmark("a + b, 1 element (latency)", report.TIME, latency_add, time_goal(3)),
         Benchmark("a + b, 16M float32", report.TIME, lambda: add(16 * MiB), time_goal(1.3)),
+        Benchmark("add(a, b, out=c), 16M float32", report.TIME, lambda: add_out(16 * MiB),
+                  time_goal(1.1)),
         Benchmark("a @ b, 1024² float32", report.TIME, matmul, time_goal(1.15)),
         Benchmark("allocate + free 1 MiB", report.TIME, allocate_free, time_goal(1.5)),
         Benchmark("host → device, 64 MiB pinned", report.BANDWIDTH,
@@ -324,6 +474,15 @@ def benchmarks() -> List[Benchmark]:
                   copy_steps("d2h", 64 * MiB, True), pinned_goal, 64 * MiB),
         Benchmark("MLP training step (3 × 1024, batch 256, SGD)", report.TIME,
                   mlp_training_step, time_goal(1.25)),
+        # The workloads of tests/workloads, as their users run them.
+        Benchmark("GPT-2 training step (4 × 16 tokens, AdamW)", report.TIME,
+                  gpt2_training_step, time_goal(1.2), count_fallbacks=True),
+        Benchmark(f"GPT-2 generate, {NEW_TOKENS} tokens (2 prompts)", report.TIME,
+                  gpt2_generation, time_goal(1.5), count_fallbacks=True),
+        Benchmark("BERT forward (3 × 12 tokens, eval)", report.TIME,
+                  bert_forward, time_goal(1.2), count_fallbacks=True),
+        Benchmark("CNN training step (batch 8, 16², SGD)", report.TIME,
+                  cnn_training_step, time_goal(1.3), count_fallbacks=True),
     ]
     for nbytes, size in ((MiB, "1 MiB"), (256 * MiB, "256 MiB")):
         for direction, arrow in (("h2d", "host → device"), ("d2h", "device → host")):
@@ -359,10 +518,25 @@ def benchmarks() -> List[Benchmark]:
     return rows
 
 
+def fallback_calls(step: Callable[[], object]) -> Optional[Dict[str, int]]:
+    """The calls of one accinte ``step`` that took the CPU fallback, by
+    operator; None before chapter 09, which counts them."""
+    record_fallbacks = getattr(torch.accinte, "record_fallbacks", None)
+    if record_fallbacks is None:
+        return None
+    with record_fallbacks() as record:
+        step()
+        synchronize_all()
+    return record.calls
+
+
 def run_benchmark(benchmark: Benchmark, repeats: int) -> dict:
     """The result of one benchmark; a stage that lacks what it needs skips it."""
     try:
-        accinte_seconds, cpu_seconds = median_seconds(benchmark.prepare(), repeats)
+        steps = benchmark.prepare()
+        accinte_seconds, cpu_seconds = median_seconds(steps, repeats)
+        # NB: counted after the timing, on a warm step, outside the timed region.
+        fallbacks = fallback_calls(steps[0]) if benchmark.count_fallbacks else None
     except RuntimeError as error:
         # An earlier stage refuses with an error that says what is missing
         # (an operator, pinned memory): its first sentence goes in the table.
@@ -371,7 +545,7 @@ def run_benchmark(benchmark: Benchmark, repeats: int) -> dict:
                             benchmark.goal, benchmark.nbytes, skipped=reason)
     return report.entry(benchmark.name, benchmark.measure, accinte_seconds,
                         cpu_seconds, benchmark.goal, benchmark.nbytes,
-                        baseline=benchmark.baseline)
+                        baseline=benchmark.baseline, fallbacks=fallbacks)
 
 
 # -- The emulator alone --------------------------------------------------------------
@@ -544,7 +718,7 @@ def main() -> int:
         json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (args.out / "results.md").write_text(
         report.describe_run(results) + "\n\n" + report.markdown_table(results)
-        + "\n" + report.legend(results) + "\n",
+        + "\n" + report.legend(results) + "\n\n" + report.fallback_summary(results),
         encoding="utf-8")
     print(f"Other processes kept {results['other_load']:.2f} CPUs busy on average"
           + (": the machine was busy, these numbers are preliminary"

@@ -93,14 +93,17 @@ def shortfall(ratio: float, the_goal: dict) -> float:
 def entry(name: str, measure: str, accinte_seconds: Optional[float],
           cpu_seconds: Optional[float] = None, the_goal: Optional[dict] = None,
           nbytes: Optional[int] = None, skipped: Optional[str] = None,
-          baseline: Optional[str] = None) -> dict:
+          baseline: Optional[str] = None,
+          fallbacks: Optional[Dict[str, int]] = None) -> dict:
     """One benchmark's result, as the results file stores it.
 
     ``accinte_seconds`` and ``cpu_seconds`` are medians per call; ``ratio``
     and ``held`` follow from them and ``measure``. ``nbytes`` (copies) lets
     the table show bandwidth; ``skipped`` says why nothing was measured;
     ``baseline`` names what the second side ran when it was not the CPU (it
-    is then in ``cpu_seconds``, and the table says so).
+    is then in ``cpu_seconds``, and the table says so); ``fallbacks`` counts,
+    by operator, the calls of one accinte step that took the CPU fallback
+    (a workload's; the table gives their number).
     """
     ratio = ratio_of(measure, accinte_seconds, cpu_seconds)
     result = {
@@ -118,6 +121,8 @@ def entry(name: str, measure: str, accinte_seconds: Optional[float],
         result["skipped"] = skipped
     if baseline is not None:
         result["baseline"] = baseline
+    if fallbacks is not None:
+        result["fallbacks"] = dict(fallbacks)
     return result
 
 
@@ -135,6 +140,12 @@ def validate(results: dict) -> None:
             raise ValueError(f"{item.get('name', 'a benchmark')} lacks {', '.join(missing)}")
         if item["measure"] not in MEASURES:
             raise ValueError(f"{item['name']}: unknown measure {item['measure']!r}")
+        fallbacks = item.get("fallbacks", {})
+        if not (isinstance(fallbacks, dict) and all(
+                isinstance(op, str) and isinstance(calls, int) and calls >= 0
+                for op, calls in fallbacks.items())):
+            raise ValueError(f"{item['name']}: fallbacks must map operators to "
+                             f"numbers of calls, not {fallbacks!r}")
         expected = is_held(item["ratio"], item["goal"])
         if item["held"] != expected:
             raise ValueError(f"{item['name']}: held is {item['held']}, "
@@ -191,6 +202,16 @@ def _timing(seconds: Optional[float], nbytes: Optional[int]) -> str:
 HEADER = ("benchmark", "accinte", "CPU", "ratio", "goal", "held")
 
 
+def fallback_note(item: dict) -> str:
+    """What the benchmark cell adds to the name of a step whose fallback
+    calls were counted: ``, 27 fallback calls``; nothing otherwise."""
+    if "fallbacks" not in item:
+        return ""
+    calls = sum(item["fallbacks"].values())
+    return (", no fallback call" if calls == 0 else
+            f", {calls} fallback call{'s' if calls > 1 else ''}")
+
+
 def table_row(item: dict) -> List[str]:
     """The cells of ``item``'s row, in the order of HEADER."""
     measure, nbytes = item["measure"], item.get("bytes")
@@ -205,7 +226,7 @@ def table_row(item: dict) -> List[str]:
     else:
         held = f"no: {format_shortfall(shortfall(item['ratio'], item['goal']))} too slow"
     return [
-        item["name"],
+        item["name"] + fallback_note(item),
         _timing(item["accinte_seconds"], nbytes),
         _timing(item["cpu_seconds"], nbytes)
         + (f" ({item['baseline']})" if "baseline" in item else ""),
@@ -257,11 +278,32 @@ def legend(results: dict) -> str:
                       "(higher is better)")
     if ratios:
         parts.append("*ratio* is " + ", and ".join(ratios))
+    if any("fallbacks" in item for item in results["benchmarks"]):
+        parts.append("a number of *fallback calls* after a benchmark's name counts the "
+                     "operator calls of one accinte step (one call of what is timed) that "
+                     "took the CPU fallback, each a round trip through the host")
     if "goal" in columns(results):
         parts.append("*goal* is the ratio the benchmark must reach for the backend "
                      "to count as fast enough, and *held* whether this run reached it, "
                      "or how much faster accinte must get")
     return "Columns: " + "; ".join(parts) + "."
+
+
+def fallback_summary(results: dict) -> str:
+    """The operators behind the *fallback calls* of :func:`markdown_table`,
+    one Markdown list item per counted benchmark that has any, the most
+    calls first; an empty string when there is none."""
+    lines = []
+    for item in results["benchmarks"]:
+        calls = item.get("fallbacks") or {}
+        if not any(calls.values()):
+            continue
+        ranked = sorted(calls.items(), key=lambda op_calls: (-op_calls[1], op_calls[0]))
+        listed = ", ".join(f"`{op}` {count}" for op, count in ranked if count)
+        lines.append(f"- {item['name']}: {listed}")
+    if not lines:
+        return ""
+    return "CPU fallback calls in one step, by operator:\n\n" + "\n".join(lines) + "\n"
 
 
 def is_preliminary(results: dict) -> bool:
@@ -532,6 +574,34 @@ def _check_entries_and_table() -> None:
     # The second side is named when it is not the CPU.
     eager = entry("compiled", TIME, 1e-3, 2e-3, baseline="eager accinte")
     assert table_row(eager)[2].endswith(" (eager accinte)"), table_row(eager)
+    # A workload's step: the fallback calls counted are in the benchmark's
+    # cell, the legend and the list below the table, never in the chart.
+    workload = entry("GPT-2 step", TIME, 3e-3, 2e-3, goal(TIME, 1.2),
+                     fallbacks={"aten::tril.out": 1, "aten::native_batch_norm": 5,
+                                "aten::isin": 0})
+    clean = entry("CNN step", TIME, 1e-3, 1e-3, fallbacks={})
+    assert table_row(workload)[0] == "GPT-2 step, 6 fallback calls", table_row(workload)
+    assert table_row(workload)[5] == "no: 25% too slow"
+    assert table_row(clean)[0] == "CNN step, no fallback call"
+    assert table_row(entry("x", TIME, 1.0, 1.0, fallbacks={"aten::x": 1}))[0] == \
+        "x, 1 fallback call"
+    assert table_row(matmul)[0] == "matmul"  # not counted: no note
+    with_workloads = dict(results, benchmarks=[matmul, workload, clean])
+    validate(json.loads(json.dumps(with_workloads)))
+    assert "*fallback calls*" in legend(with_workloads)
+    assert "*fallback calls*" not in legend(results)
+    assert fallback_summary(results) == ""
+    assert fallback_summary(with_workloads) == (
+        "CPU fallback calls in one step, by operator:\n\n"
+        "- GPT-2 step: `aten::native_batch_norm` 5, `aten::tril.out` 1\n")
+    assert "fallback" not in svg_chart(with_workloads)
+    for calls in ({"aten::x": -1}, {"aten::x": 1.5}, ["aten::x"]):
+        try:
+            validate(dict(results, benchmarks=[dict(workload, fallbacks=calls)]))
+        except ValueError as error:
+            assert "fallbacks must map operators" in str(error), error
+        else:
+            raise AssertionError(f"validate accepted fallbacks {calls!r}")
     quiet = describe_run(results)
     assert "kept 0.02 CPUs busy" in quiet and "preliminary" not in quiet
     assert quiet.startswith("Measured on stage 08 (the emulator and chapter 01)"), quiet

@@ -8,7 +8,8 @@ reproduce), so a page names a committed results file, a copy of
     what was measured, where and how busy the machine was (in a note when it
     was too busy for the numbers to be more than preliminary), then the
     results as a table, without the goal columns when no benchmark shown
-    has a goal, and what its columns hold;
+    has a goal, what its columns hold, and the operators behind the
+    workloads' CPU fallback calls;
 ``{accinte-bench-chart} output/bench_results.json``
     the ratios as an SVG bar chart, with each benchmark's goal.
 
@@ -70,7 +71,8 @@ class BenchTable(_ResultsDirective):
         if bench_report.is_preliminary(results):
             run = f":::{{note}}\n{run}\n:::"
         return self.parse_text_to_nodes(f"{run}\n\n{bench_report.markdown_table(results)}"
-                                        f"\n{bench_report.legend(results)}\n")
+                                        f"\n{bench_report.legend(results)}\n\n"
+                                        f"{bench_report.fallback_summary(results)}")
 
 
 class BenchChart(_ResultsDirective):

@@ -174,18 +174,23 @@ def gpt2_generation(new_tokens: int = 8) -> Result:
     return result
 
 
+def bert_config():
+    transformers = _quiet_transformers()
+    # NB: dropout off, as in gpt2_config.
+    return transformers.BertConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
 def bert_forward() -> Result:
     """BERT masked language model: logits in eval mode, and one training
     step's loss and gradients, against the CPU."""
     transformers = _quiet_transformers()
     result = Result("BERT (transformers), forward and one step",
                     "eval logits, loss and gradients")
-    config = transformers.BertConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=32,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(2)
-    cpu_model = transformers.BertForMaskedLM(config)
+    cpu_model = transformers.BertForMaskedLM(bert_config())
     model = copy.deepcopy(cpu_model).to(DEVICE)
     ids = torch.randint(0, 128, (3, 12))
     mask = torch.ones_like(ids)
