@@ -19,7 +19,7 @@ build time). This extension makes them one family:
 * **Readable on a phone.** A diagram is shown at its natural size (Graphviz's
   points, as CSS points), shrinks to its column down to MIN_SCALE of it, and
   below that scrolls sideways in its own box: its text never drops under
-  about 11 px. tools/browser_test.py checks this at 1280 and 400 px.
+  10 px. tools/browser_test.py checks this at 1280 and 400 px.
 
 ``{accinte-stages}`` draws the stages layered on the emulator. The chapters
 and their titles are read from ``chapters/NN_name/README.md`` when the guide
@@ -68,8 +68,8 @@ PALETTE = {
     "#8090a0": "the dashed frame of a cluster",
 }
 #: How far a diagram shrinks to fit its column before it scrolls instead:
-#: 11-point labels stay above 11 CSS pixels.
-MIN_SCALE = 0.75
+#: 11-point labels stay near 12 CSS pixels, 10-point ones above 10.
+MIN_SCALE = 0.8
 
 _FORBIDDEN = [
     (re.compile(r"\bfont(name|size|color)\s*="), "sets a font (conf.py sets them for all)"),
