@@ -475,7 +475,7 @@ capacities: List[int] = []
 #: Scrolls the page to its diagram number N (the expression's argument).
 SCROLL_TO_DIAGRAM = (
     "(n => {{ const o = document.querySelectorAll('object.graphviz')[n];"
-    " o.closest('figure').scrollIntoView({{behavior: 'instant'}}); return 1; }})({})"
+    " (o.closest('figure') || o).scrollIntoView({{behavior: 'instant'}}); return 1; }})({})"
 )
 
 

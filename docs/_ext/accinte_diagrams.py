@@ -130,7 +130,9 @@ def stages_dot(items: List[Tuple[str, str, Path]]) -> str:
             f"  {stage} [label={_quote(f'build/stage{number}/python')}, shape=note,"
             ' style=filled, fillcolor="#fff8e0"];'
         )
-        lines.append(f"  {stage} -> {chapter} [style=dashed, arrowhead=none];")
+        # NB: chapter -> stage puts the stage on the right, so that on a
+        # narrow screen the chapters are what shows before scrolling.
+        lines.append(f"  {chapter} -> {stage} [style=dashed, arrowhead=none];")
         lines.append(f"  {{ rank=same; {chapter}; {stage}; }}")
         below = chapter
     lines.append("}")
