@@ -50,6 +50,9 @@ FONT = "Helvetica,Arial,sans-serif"
 DOT_ARGS = [
     f"-Gfontname={FONT}", "-Gfontsize=11",
     "-Gnodesep=0.3", "-Granksep=0.35",
+    # NB: clusters inherit it; a label on the left keeps clear of the edges
+    # that enter a cluster in the middle.
+    "-Glabeljust=l",
     f"-Nfontname={FONT}", "-Nfontsize=11",
     "-Nshape=box", "-Nstyle=rounded,filled", "-Nfillcolor=#eef3fb",
     "-Ncolor=#556070", "-Nmargin=0.12,0.06",
