@@ -309,6 +309,10 @@ html_theme_options = {
 }
 # SVG stays sharp at any zoom and its text can be searched and selected.
 graphviz_output_format = "svg"
+# One style for every diagram: fonts, the default node and the edge colour,
+# as Graphviz command-line defaults (docs/_ext/accinte_diagrams.py, which also
+# checks each diagram's own attributes against them).
+from accinte_diagrams import DOT_ARGS as graphviz_dot_args  # noqa: E402
 
 # Where each listing's caption links to (docs/_ext/accinte_listings.py).
 accinte_repository_url = REPOSITORY_URL

@@ -30,11 +30,21 @@ A page fails on:
   the porting checklist (``docs/porting.html#porting-NN``, NN the chapter's
   number; tools/check_links.py checks that the anchor exists).
 
+* a diagram (a Graphviz ``<object>``) that is not in a figure whose caption
+  links to its SVG, that has no alt text (``aria-label``), whose text holds
+  a literal escape sequence (``\\n``, ``\\l``, ``\\r``), or whose text is
+  drawn smaller than MIN_DIAGRAM_TEXT pixels;
+* at the phone's width (PHONE, 400 px) a page wider than the window: wide
+  tables, listings, outputs and diagrams must scroll in their own box.
+
+Every page is checked at WIDTH and again at PHONE; the checks of outputs'
+and listings' widths, made for the desktop, run at WIDTH only.
+
 Other code blocks wider than their box are reported, not failed: a reader
 can scroll a listing, but an output's cut-off line is the one that says
 what went wrong. The search page must find "allocator" and "fallback", and
-screenshots of the landing page and of a chapter page are written to
-``build/docs/screenshots/``. The window is 1280 x 900 pixels.
+screenshots of some pages at both widths, and of every diagram, are
+written to ``build/docs/screenshots/``.
 
 Usage, from the repository root::
 
@@ -66,6 +76,10 @@ import generate_outputs
 ROOT = Path(__file__).resolve().parent.parent
 
 WIDTH, HEIGHT = 1280, 900
+#: A phone's window, checked after the desktop's.
+PHONE, PHONE_HEIGHT = 400, 800
+#: The smallest text of a diagram, in CSS pixels as drawn.
+MIN_DIAGRAM_TEXT = 10
 #: Fewest characters of text a page's article must hold.
 MIN_TEXT = 200
 #: Seconds to wait for one page's load event.
@@ -74,8 +88,9 @@ LOAD_TIMEOUT = 30
 SEARCHES = ("allocator", "fallback")
 #: Pages whose screenshots are saved (relative to the html directory).
 SCREENSHOTS = {
-    "landing.png": "index.html",
-    "chapter02.png": "chapters/02_fallback/README.html",
+    "landing": "index.html",
+    "chapter02": "chapters/02_fallback/README.html",
+    "chapter09": "chapters/09_native_kernels/README.html",
 }
 
 #: Runs in the page after its load event; returns what the checks need.
@@ -129,7 +144,33 @@ PAGE_PROBE = r"""
     title: h2.textContent.replace(/\u00b6/g, "").trim(),
     links: [...h2.parentElement.querySelectorAll("a[href]")].map(a => a.href),
   }));
+  // Diagrams: where they sit, what they say, how large their text is drawn.
+  const diagrams = [...document.querySelectorAll("object.graphviz")].map(o => {
+    const figure = o.closest("figure");
+    const caption = figure && figure.querySelector("figcaption");
+    const svg = o.contentDocument && o.contentDocument.querySelector("svg");
+    const box = o.getBoundingClientRect();
+    const natural = svg ? svg.getBoundingClientRect().width : 0;
+    const scale = natural ? box.width / natural : 1;
+    const texts = svg ? [...svg.querySelectorAll("text")] : [];
+    // NB: the font size is in the SVG's user units; the text's screen
+    // transform maps them to CSS pixels as drawn (the viewBox's scale).
+    const sizes = texts.map(t => parseFloat(getComputedStyle(t).fontSize) *
+                                 Math.abs(t.getScreenCTM() ? t.getScreenCTM().a : 1));
+    return {
+      data: o.data,
+      caption: caption ? caption.textContent.trim() : null,
+      captionLinks: caption ? [...caption.querySelectorAll("a[href]")].map(a => a.href) : [],
+      alt: o.getAttribute("aria-label") || "",
+      texts: texts.map(t => t.textContent),
+      smallest: sizes.length ? Math.min(...sizes) : null,
+      scale,
+    };
+  });
+  const root = document.documentElement;
   return JSON.stringify({
+    diagrams,
+    pageWidth: root.scrollWidth, windowWidth: root.clientWidth,
     textLength: article.innerText.trim().length,
     brokenImages, brokenObjects,
     outputs: outputs.map(measureOutput),
@@ -186,6 +227,32 @@ def caption_problems(captions: List[Dict[str, Any]]) -> List[str]:
     return [f"caption not linked to the repository: {c['text'][:70]}"
             for c in captions
             if not any(REPOSITORY_LINK.match(link) for link in c["links"])]
+
+
+#: A literal escape sequence in a diagram's text: DOT source that escaped
+#: its backslash (``\\n``), which Graphviz then draws.
+_ESCAPE = re.compile(r"\\[nlr]")
+
+
+def diagram_problems(diagrams: List[Dict[str, Any]]) -> List[str]:
+    """Diagrams that are not captioned figures with alt text and a link to
+    their SVG, that show an escape sequence, or whose text is too small."""
+    problems = []
+    for diagram in diagrams:
+        name = diagram["data"].rsplit("/", 1)[-1]
+        if diagram["caption"] is None:
+            problems.append(f"diagram not in a figure with a caption: {name}")
+        elif diagram["data"] not in diagram["captionLinks"]:
+            problems.append(f"diagram's caption does not link to its SVG: {name}")
+        if not diagram["alt"].strip():
+            problems.append(f"diagram without alt text: {name}")
+        for text in diagram["texts"]:
+            if _ESCAPE.search(text):
+                problems.append(f"diagram shows an escape sequence: {name}: {text!r}")
+        if diagram["smallest"] is not None and diagram["smallest"] < MIN_DIAGRAM_TEXT:
+            problems.append(f"diagram text drawn at {diagram['smallest']:.1f} px, under "
+                            f"{MIN_DIAGRAM_TEXT}: {name}")
+    return problems
 
 
 def chapter_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
@@ -263,13 +330,18 @@ class Browser:
         )["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable", session=True)
+        self.set_window(WIDTH, HEIGHT)
+
+    def set_window(self, width: int, height: int, mobile: bool = False) -> None:
+        """The window's size; ``mobile`` as a phone, which honours the
+        pages' viewport meta tag."""
         self.send(
             "Emulation.setDeviceMetricsOverride",
             session=True,
-            width=WIDTH,
-            height=HEIGHT,
+            width=width,
+            height=height,
             deviceScaleFactor=1,
-            mobile=False,
+            mobile=mobile,
         )
 
     def _read(self) -> None:
@@ -400,21 +472,43 @@ def pages_of(html: Path) -> List[str]:
 capacities: List[int] = []
 
 
-def check_page(browser: Browser, base: str, page: str) -> List[str]:
-    """Problems of one page (empty if it passes)."""
+#: Scrolls the page to its diagram number N (the expression's argument).
+SCROLL_TO_DIAGRAM = (
+    "(n => {{ const o = document.querySelectorAll('object.graphviz')[n];"
+    " (o.closest('figure') || o).scrollIntoView({{behavior: 'instant'}}); return 1; }})({})"
+)
+
+
+def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
+               screenshots: Optional[Path] = None) -> List[str]:
+    """Problems of one page at one window width (empty if it passes)."""
     problems = errors_of(browser.open(f"{base}/{page}"))
     probe = json.loads(browser.evaluate(PAGE_PROBE))
     problems += [f"broken image {src}" for src in probe["brokenImages"]]
     problems += [f"diagram did not load: {data}" for data in probe["brokenObjects"]]
     if page != "search.html" and probe["textLength"] < MIN_TEXT:
         problems.append(f"no content ({probe['textLength']} characters of text)")
-    for output in probe["outputs"]:
-        problems += output_problems(output)
-        capacities.append(output["capacity"])
+    problems += diagram_problems(probe["diagrams"])
+    if probe["pageWidth"] > probe["windowWidth"]:
+        problems.append(f"the page is {probe['pageWidth']} px wide, wider than the "
+                        f"{probe['windowWidth']} px window: it scrolls sideways")
+    if width == WIDTH:
+        for output in probe["outputs"]:
+            problems += output_problems(output)
+            capacities.append(output["capacity"])
+        for what in probe["wideOthers"]:
+            print(f"  note: {page}: code block scrolls sideways: {what}")
     problems += caption_problems(probe["captions"])
     problems += chapter_problems(page, probe["sections"])
-    for what in probe["wideOthers"]:
-        print(f"  note: {page}: code block scrolls sideways: {what}")
+    if screenshots is not None:
+        stem = page.removesuffix(".html").replace("/", "_")
+        for name, shown in SCREENSHOTS.items():
+            if shown == page:
+                browser.screenshot(screenshots / f"{name}-{width}.png")
+        for index in range(len(probe["diagrams"])):
+            browser.evaluate(SCROLL_TO_DIAGRAM.format(index))
+            time.sleep(0.1)
+            browser.screenshot(screenshots / f"diagram-{stem}-{index}-{width}.png")
     return problems
 
 
@@ -457,19 +551,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="browser_test_") as profile:
         browser = Browser(executable, profile)
         try:
-            for page in pages_of(args.html):
-                problems = check_page(browser, base, page)
-                if page in SCREENSHOTS.values():
-                    name = next(n for n, p in SCREENSHOTS.items() if p == page)
-                    browser.screenshot(args.screenshots / name)
-                if problems:
-                    failed += 1
-                    print(f"FAIL: {page}")
-                    for problem in problems:
-                        print(f"  {problem}")
-                else:
-                    passed += 1
-                    print(f"ok: {page}")
+            for width, height in ((WIDTH, HEIGHT), (PHONE, PHONE_HEIGHT)):
+                browser.set_window(width, height, mobile=width == PHONE)
+                for page in pages_of(args.html):
+                    problems = check_page(browser, base, page, width, args.screenshots)
+                    if problems:
+                        failed += 1
+                        print(f"FAIL: {page} at {width} px")
+                        for problem in problems:
+                            print(f"  {problem}")
+                    else:
+                        passed += 1
+                        print(f"ok: {page} at {width} px")
+            browser.set_window(WIDTH, HEIGHT)
             for query in SEARCHES:
                 problems = check_search(browser, base, query)
                 if problems:
