@@ -136,6 +136,28 @@ CASES = {
     "nll loss, summed, weighted, ignoring": (
         lambda x, t, w: F.nll_loss(x, t, weight=w, reduction="sum", ignore_index=2),
         logits, targets, sample(5, low=0.5, high=2.0)),
+    # operators whose host checks are written by hand
+    "layer norm": (lambda x, w, b: (F.layer_norm(x, (5,), w, b), F.layer_norm(x, (4, 5)),
+                                    torch.native_layer_norm(x.transpose(0, 1), (5,), w, b, 1e-3)),
+                   sample(3, 4, 5), sample(5, seed=1), sample(5, seed=2)),
+    "layer norm, bfloat16 with float32 parameters": (
+        lambda x, w, b: torch.native_layer_norm(x, (5,), w, b, 1e-5),
+        sample(3, 5, dtype=torch.bfloat16), sample(5, seed=1), sample(5, seed=2)),
+    "layer norm backward": (
+        lambda x, w, b, g: torch.autograd.grad(F.layer_norm(x, (5,), w, b), (x, w, b), g),
+        sample(2, 3, 5).requires_grad_(), sample(5, seed=1).requires_grad_(),
+        sample(5, seed=2).requires_grad_(), sample(2, 3, 5, seed=3)),
+    "where": (lambda c, x, y, n: (torch.where(c, x, y), torch.where(c, x, 2.0),
+                                  torch.where(c[0], n, x[0]), x.masked_fill(c, 0.5)),
+              sample(3, 4) > 0, sample(3, 4, seed=1), sample(4, dtype=torch.float64, seed=2),
+              ints[0]),
+    "index_select": (lambda x, i: (x.index_select(0, i), x.index_select(-1, i[:2].int()),
+                                   x[0, 0].index_select(0, i[1:2])),
+                     sample(4, 5), torch.tensor([3, 0, 3, 1])),
+    "embedding backward": (
+        lambda w, i, g: torch.autograd.grad(F.embedding(i, w, padding_idx=1), w, g)[0],
+        sample(6, 3).requires_grad_(), torch.tensor([[0, 5, 1], [5, 5, 2]]), sample(2, 3, 3, seed=1)),
+    "max of all elements": (lambda x, i: (x.max(), i.max()), sample(3, 4), ints),
     # filling and joining
     "fill zero": (lambda x: (x.clone().fill_(3.5), x.clone().zero_(), torch.zeros_like(x)), a23),
     "cat": (lambda x, y: torch.cat([x, y, x], 1), a23, c23),
@@ -307,6 +329,38 @@ def test_second_device():
 def test_bad_input_is_refused_before_the_launch(call, error):
     with pytest.raises(RuntimeError, match=error):
         call()
+    # Nothing was launched: the stream has no failure to report.
+    torch.accinte.synchronize()
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: F.layer_norm(torch.ones(2, 3, device=d), (4,)),
+    lambda d: torch.native_layer_norm(torch.ones(2, 3, device=d), (3,), torch.ones(2, device=d),
+                                      None, 1e-5),
+    lambda d: torch.native_layer_norm(torch.ones(2, 3, dtype=torch.bfloat16, device=d), (3,),
+                                      torch.ones(3, dtype=torch.float64, device=d), None, 1e-5),
+    lambda d: torch.where(torch.ones(3, dtype=torch.int32, device=d), torch.ones(3, device=d), 0.0),
+    lambda d: torch.where(torch.ones(3, dtype=torch.bool, device=d), torch.ones(3, device=d),
+                          torch.ones(2, device=d)),
+    lambda d: torch.ones(3, 4, device=d).index_select(0, torch.zeros(2, device=d)),
+    lambda d: torch.ones(3, 4, device=d).index_select(0, torch.zeros(2, 2, dtype=torch.long, device=d)),
+    lambda d: torch.ones(3, 4, device=d).index_select(2, torch.zeros(2, dtype=torch.long, device=d)),
+    lambda d: torch.ones(0, 4, device=d).max(),
+    lambda d: torch.ones(3, 4, device=d).masked_fill_(torch.ones(3, 4, device=d), 1.0),
+    lambda d: torch.ones(3, 4, device=d).masked_fill_(torch.ones(3, 5, dtype=torch.bool, device=d), 1.0),
+    lambda d: torch.ones(3, 4, device=d).masked_fill_(torch.ones(4, dtype=torch.bool, device=d),
+                                                       torch.ones(4, device=d)),
+], ids=["layer_norm shape", "layer_norm weight", "layer_norm mixed dtype", "where condition",
+        "where broadcast", "index_select dtype", "index_select 2-D index", "index_select dim",
+        "max of nothing", "masked_fill mask dtype", "masked_fill broadcast", "masked_fill value"])
+def test_hand_written_host_checks_raise_the_cpus_errors(call):
+    # The operators with no Meta function in ATen: their host checks, written
+    # by hand, refuse what the CPU refuses, with its exception and message.
+    with pytest.raises(Exception) as on_cpu:
+        call("cpu")
+    with pytest.raises(type(on_cpu.value)) as on_device:
+        call("accinte")
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
     # Nothing was launched: the stream has no failure to report.
     torch.accinte.synchronize()
 

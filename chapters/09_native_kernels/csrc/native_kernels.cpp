@@ -11,9 +11,15 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/MetaFunctions.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/native/cpu/mixed_data_type.h>
+#include <ATen/native/layer_norm.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -76,6 +82,201 @@ Tensor& reluInPlaceMeta(Tensor& self) {
               "Boolean inputs not supported for relu");
   return at::meta::clamp_min_(self, 0);
 }
+
+// LITERALINCLUDE START: CH09_HAND_WRITTEN
+// NB: the operators below have no Meta function that ATen exports: their
+// CPU and CUDA kernels check their arguments themselves. Each host check
+// here makes the CPU kernel's checks, in its words, before anything is
+// launched, and shapes the results as the CPU kernel shapes them; the
+// launch asserts that they match (copyInto).
+
+/** `native_layer_norm`: the result, and the mean and 1/std of each row. */
+std::tuple<Tensor, Tensor, Tensor> layerNormMeta(
+    In input, c10::SymIntArrayRef normalized_shape,
+    const std::optional<Tensor>& weight_opt,
+    const std::optional<Tensor>& bias_opt, double) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const bool mixed = at::native::is_mixed_type(input, weight, bias);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, bias);
+  }
+  const at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  at::native::_check_layer_norm_inputs(input, shape, weight, bias);
+  // NB: one statistic per row, kept as a size-1 dimension in place of
+  // each normalized one, in float32 for a bfloat16 or half input with
+  // float32 parameters.
+  std::vector<int64_t> statistics(
+      input.sizes().begin(), input.sizes().end() - shape.size());
+  statistics.resize(input.dim(), 1);
+  const at::TensorOptions options =
+      input.options().dtype(at::native::param_scalar_type(input, mixed));
+  return {at::empty(input.sizes(), input.options()),
+          at::empty(statistics, options), at::empty(statistics, options)};
+}
+// LITERALINCLUDE END: CH09_HAND_WRITTEN
+
+/** `native_layer_norm_backward`: the gradients `output_mask` asks for. */
+std::tuple<Tensor, Tensor, Tensor> layerNormBackwardMeta(
+    In grad_out, In input, c10::SymIntArrayRef normalized_shape, In mean,
+    In rstd, const std::optional<Tensor>& weight_opt,
+    const std::optional<Tensor>& bias_opt, std::array<bool, 3> output_mask) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const bool mixed = at::native::is_mixed_type(input, weight, bias);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, bias);
+  }
+  at::native::_check_layer_norm_inputs(
+      input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias);
+  TORCH_CHECK(grad_out.sizes() == input.sizes(),
+              "native_layer_norm_backward: grad_out of size ",
+              grad_out.sizes(), " for an input of size ", input.sizes());
+  TORCH_CHECK((!output_mask[1] || weight.defined()) &&
+                  (!output_mask[2] || bias.defined()),
+              "native_layer_norm_backward: output_mask asks for the gradient "
+              "of a weight or bias that is None");
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    grad_input = at::empty(input.sizes(), input.options());
+  }
+  if (output_mask[1]) {
+    grad_weight = at::empty(weight.sizes(), weight.options());
+  }
+  if (output_mask[2]) {
+    grad_bias = at::empty(bias.sizes(), bias.options());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+/** `where.self_out`: the broadcast shape, and the dtype of `self` and
+ * `other` promoted. */
+Tensor& whereOutMeta(In condition, In self, In other, Tensor& out) {
+  const at::ScalarType type = at::result_type(self, other);
+  TORCH_CHECK(out.scalar_type() == type, "Expected out type to be ", type,
+              " but got ", out.scalar_type());
+  TORCH_CHECK(condition.scalar_type() == at::kBool ||
+                  condition.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a "
+              "tensor with dtype ",
+              condition.scalar_type());
+  // NB: TensorIterator sizes `out` (strides too, when it has no elements)
+  // as the CPU kernel's own iterator will.
+  at::TensorIteratorConfig()
+      .check_all_same_dtype(false)
+      .add_output(out)
+      .add_const_input(condition)
+      .add_const_input(self)
+      .add_const_input(other)
+      .build();
+  return out;
+}
+
+Tensor whereMeta(In condition, In self, In other) {
+  Tensor out = at::empty({0}, self.options().dtype(
+                                  at::result_type(self, other)));
+  return whereOutMeta(condition, self, other, out);
+}
+
+/** `index_select.out`: `self` with dimension `dim` as long as `index`. */
+Tensor& indexSelectOutMeta(In self, int64_t dim, In index, Tensor& out) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t count = index.numel();
+  TORCH_CHECK_INDEX(index.dim() <= 1,
+                    "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(!(self.dim() == 0 && count != 1),
+              "index_select(): Index to scalar can have only 1 value, got ",
+              count, " value(s)");
+  TORCH_CHECK(index.scalar_type() == at::kLong ||
+                  index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "index_select(): self and result must have the same scalar "
+              "type");
+  std::vector<int64_t> sizes = self.sizes().vec();
+  if (self.dim() > 0) {
+    sizes[dim] = count;
+  }
+  out.resize_(sizes);
+  return out;
+}
+
+Tensor indexSelectMeta(In self, int64_t dim, In index) {
+  Tensor out = at::empty({0}, self.options());
+  return indexSelectOutMeta(self, dim, index, out);
+}
+
+/** `embedding_dense_backward`: one gradient row per embedding. */
+Tensor embeddingBackwardMeta(In grad_output, In indices,
+                             c10::SymInt num_weights, c10::SymInt,
+                             bool) {
+  TORCH_CHECK(indices.scalar_type() == at::kLong ||
+                  indices.scalar_type() == at::kInt,
+              "embedding_backward(): Expected tensor for argument #2 "
+              "'indices' to have one of the following scalar types: Long, "
+              "Int; but got ",
+              indices.scalar_type(), " instead");
+  TORCH_CHECK(grad_output.dim() > 0,
+              "embedding_backward(): grad_output has no dimension");
+  return at::empty({num_weights.expect_int(), grad_output.size(-1)},
+                   grad_output.options());
+}
+
+/** `max()`: the largest element, as a 0-dim tensor. */
+Tensor& maxOutMeta(In self, Tensor& out) {
+  TORCH_CHECK(self.numel() > 0,
+              "max(): Expected reduction dim to be specified for "
+              "input.numel() == 0. Specify the reduction dim with the 'dim' "
+              "argument.");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(),
+              "max(): Expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(),
+              " instead");
+  out.resize_({});
+  return out;
+}
+
+Tensor maxMeta(In self) {
+  Tensor out = at::empty({}, self.options());
+  return maxOutMeta(self, out);
+}
+
+/** `masked_fill_`: `mask` broadcasts to `self`, which keeps its shape. */
+Tensor& maskedFillMeta(Tensor& self, In mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with "
+              "dtype ",
+              mask.dtype());
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN(
+        "Use of masked_fill_ on expanded tensors is deprecated. "
+        "Please clone() the tensor before performing this operation. "
+        "This also applies to advanced indexing e.g. tensor[mask] = scalar");
+  }
+  at::TensorIteratorConfig()
+      .set_check_mem_overlap(false)
+      .check_all_same_dtype(false)
+      .resize_outputs(false)
+      .add_output(self)
+      .add_const_input(mask)
+      .build();
+  return self;
+}
+
+Tensor& maskedFillScalarMeta(Tensor& self, In mask, Scalar) {
+  return maskedFillMeta(self, mask);
+}
+
+Tensor& maskedFillTensorMeta(Tensor& self, In mask, In value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, but "
+              "got tensor with ",
+              value.dim(), " dimension(s).");
+  return maskedFillMeta(self, mask);
+}
+
+#define ACCINTE_HAND_WRITTEN(function) \
+  c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(function))
 
 // NB: `neg`, `abs.out` and the views are chapter 02's, the random operators
 // chapter 08's: an operator has one PrivateUse1 kernel. Composites need no
@@ -269,6 +470,21 @@ const std::vector<NativeOperator>& nativeOperators() {
       {"fill_.Tensor", "", ACCINTE_META_OF(fill_, Tensor & (Tensor&, In))},
       {"zero_", "", ACCINTE_META(zero_)},
       {"cat", "cat.out", ACCINTE_META(cat)},
+      // Operators whose host checks are written by hand (above).
+      {"native_layer_norm", "", ACCINTE_HAND_WRITTEN(layerNormMeta)},
+      {"native_layer_norm_backward", "",
+       ACCINTE_HAND_WRITTEN(layerNormBackwardMeta)},
+      {"where.self", "where.self_out", ACCINTE_HAND_WRITTEN(whereMeta)},
+      {"where.self_out", "", ACCINTE_HAND_WRITTEN(whereOutMeta)},
+      {"index_select", "index_select.out",
+       ACCINTE_HAND_WRITTEN(indexSelectMeta)},
+      {"index_select.out", "", ACCINTE_HAND_WRITTEN(indexSelectOutMeta)},
+      {"embedding_dense_backward", "",
+       ACCINTE_HAND_WRITTEN(embeddingBackwardMeta)},
+      {"max", "max.unary_out", ACCINTE_HAND_WRITTEN(maxMeta)},
+      {"max.unary_out", "", ACCINTE_HAND_WRITTEN(maxOutMeta)},
+      {"masked_fill_.Scalar", "", ACCINTE_HAND_WRITTEN(maskedFillScalarMeta)},
+      {"masked_fill_.Tensor", "", ACCINTE_HAND_WRITTEN(maskedFillTensorMeta)},
   };
   return operators;
 }
@@ -512,7 +728,8 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
       : meta_(std::move(meta)),
         out_overload_(std::move(out_overload)),
         fills_(op.schema().name() == "aten::fill_" ||
-               op.schema().name() == "aten::zero_"),
+               op.schema().name() == "aten::zero_" ||
+               op.schema().name() == "aten::masked_fill_"),
         fills_with_tensor_(op.schema().name() == "aten::fill_" &&
                            op.schema().overload_name() == "Tensor") {
     const c10::FunctionSchema& schema = op.schema();
@@ -714,14 +931,27 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
                        const torch::jit::Stack& results) {
     TORCH_INTERNAL_ASSERT(outputs.size() == results.size());
     for (size_t index = 0; index < outputs.size(); ++index) {
-      outputs[index].toTensor().copy_(results[index].toTensor());
+      const at::Tensor& output = outputs[index].toTensor();
+      const at::Tensor& result = results[index].toTensor();
+      // NB: a host check written by hand shaped the output; copy_ would
+      // broadcast or convert a result it got wrong, silently.
+      TORCH_INTERNAL_ASSERT(output.defined() == result.defined() &&
+                                (!output.defined() ||
+                                 (output.sizes() == result.sizes() &&
+                                  output.dtype() == result.dtype())),
+                            "result ", index,
+                            " differs from its host check's shape");
+      if (output.defined()) {
+        output.copy_(result);
+      }
     }
   }
 
   c10::KernelFunction meta_;
   std::optional<c10::OperatorHandle> out_overload_;
   // NB: a fill writes the same value through every alias of an element, so
-  // the CPU lets it write a tensor that overlaps itself (an expanded one).
+  // the CPU lets it write a tensor that overlaps itself (an expanded one;
+  // masked_fill_ warns that this is deprecated).
   bool fills_;
   // `fill_.Tensor`, whose value may be on another device or part of `self`.
   bool fills_with_tensor_;
