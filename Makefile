@@ -126,10 +126,12 @@ docs: deps ## Build the HTML guide (warnings are errors)
 docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
 	$(PYTHON) tools/browser_test.py
 
-docs-check: ## Tag checker, link checker, output wrapping and benchmark report self-tests, clang-format check
+docs-check: ## Tag checker, link checker, output wrapping and benchmark report self-tests, PyTorch links table, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py
 	$(PYTHON) tools/check_links.py --self-test
+	$(PYTHON) tools/browser_test.py --self-test
+	$(PYTHON) docs/_ext/accinte_pytorch.py --check
 	$(PYTHON) tools/generate_outputs.py --self-test
 	$(PYTHON) benchmarks/bench_report.py --self-test
 	tools/check_format.sh

@@ -138,6 +138,10 @@ extensions = [
     "sphinx_copybutton",
     # The Python API reference (docs/python_api.md).
     "sphinx.ext.autodoc",
+    # Links to PyTorch: its documentation (intersphinx, from a committed
+    # inventory) and its source ({pt-src}), both from docs/pytorch/api.txt.
+    "sphinx.ext.intersphinx",
+    "accinte_pytorch",
 ]
 
 # The landing page is index.md at the repository root, so that the site's root
@@ -217,10 +221,27 @@ nitpick_ignore_regex = [
     ("cpp:identifier", r"(std|c10|c10d|at|torch|pybind11|libkineto)(::.*)?"),
 ]
 
-# PyTorch's Python API: documented elsewhere, and no inventory is fetched (the
-# build needs no network).
+# -- PyTorch ------------------------------------------------------------------
+
+# The release the guide targets: its documentation (Python APIs) and its
+# source at the tag (everything else) are what the pages link to
+# (docs/_ext/accinte_pytorch.py).
+pytorch_release = "2.13"
+pytorch_tag = "v2.13.0"
+# NB: the inventory is docs/pytorch/objects.inv, written from the guide's own
+# table of the APIs it links to (docs/pytorch/api.txt), never fetched: the
+# build needs no network. A name missing from it fails the build (nitpicky).
+intersphinx_mapping = {
+    "torch": (f"https://docs.pytorch.org/docs/{pytorch_release}/",
+              str(ROOT / "docs" / "pytorch" / "objects.inv")),
+}
+# Function links show the name as the page writes it, without "()".
+add_function_parentheses = False
+
+# The standard library's typing names in the Python API reference's
+# signatures: not linked. (PyTorch's names there are in the table.)
 nitpick_ignore_regex += [
-    ("py:(class|obj|func|data|exc)", r"(torch|typing|collections\.abc)(\..*)?"),
+    ("py:(class|obj|func|data|exc)", r"(typing|collections\.abc)(\..*)?"),
 ]
 
 # Inductor's own string annotations, unqualified, in the signature that

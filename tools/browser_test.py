@@ -25,6 +25,14 @@ A page fails on:
   as in ``torch._C.DispatchKey.Aut ↩`` / ``ocastPrivateUse1``;
 * a listing whose caption does not link to its file in the repository at a
   commit or branch (``.../blob/REF/path``, ``.../tree/REF/dir``);
+* a PyTorch API whose first use on the page is not a link: the names are
+  those of docs/pytorch/api.txt (with their aliases), a use is inline code
+  outside headings, API reference entries and links within the guide that
+  is the name, or a call of it (``torch.compile(model)``); the link must go to PyTorch's documentation
+  of the release (``docs.pytorch.org/docs/2.13/``) or to its source at the
+  release's tag (``github.com/pytorch/pytorch/blob/v2.13.0/``), as conf.py
+  sets them;
+* a broken internal link (tools/check_links.py's check, on the whole site);
 * a chapter page (``chapters/*/README.html``) whose last section is not
   "On real hardware", or whose "On real hardware" section does not link to
   the porting checklist (``docs/porting.html#porting-NN``, NN the chapter's
@@ -71,7 +79,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import check_links
 import generate_outputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "_ext"))
+import accinte_pytorch  # noqa: E402  (docs/_ext: the table of PyTorch's APIs)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,6 +152,15 @@ PAGE_PROBE = r"""
       text: caption.querySelector(".caption-text").textContent.trim(),
       links: [...caption.querySelectorAll(".caption-text a[href]")].map(a => a.href),
     }));
+  // Inline code in the page's own text, in document order: not in a code
+  // block, a heading or an API reference entry (the declarations and
+  // docstrings docs/api.md and docs/python_api.md render).
+  const inline = [...article.querySelectorAll("code")]
+    .filter(code => !code.closest("pre, h1, h2, h3, h4, h5, h6, dl.py, dl.cpp, dl.c"))
+    .map(code => {
+      const link = code.closest("a[href]");
+      return {text: code.textContent, href: link ? link.getAttribute("href") : null};
+    });
   const sections = [...article.querySelectorAll("section > h2")].map(h2 => ({
     title: h2.textContent.replace(/\u00b6/g, "").trim(),
     links: [...h2.parentElement.querySelectorAll("a[href]")].map(a => a.href),
@@ -175,7 +196,7 @@ PAGE_PROBE = r"""
     brokenImages, brokenObjects,
     outputs: outputs.map(measureOutput),
     wideOthers: others.filter(wide).map(label),
-    captions, sections,
+    captions, sections, inline,
   });
 })()
 """
@@ -272,6 +293,61 @@ def chapter_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
     anchor = f"docs/porting.html#porting-{match.group(1)}"
     if not any(link.split("?")[0].endswith(anchor) for link in links):
         problems.append(f'"{HARDWARE_SECTION}" does not link to {anchor}')
+    return problems
+
+
+#: A use of a name in inline code: the name, or a call of it.
+_USE = re.compile(r"^([A-Za-z_][\w.:]*)(\(.*\))?$", re.S)
+
+
+def _pytorch_names() -> Dict[str, Any]:
+    """Every spelling of a PyTorch API the guide links (docs/pytorch/api.txt):
+    {spelling: table entry}."""
+    names = {}
+    for entry in accinte_pytorch.read_table():
+        for spelling in [entry.name] + entry.aliases:
+            names[spelling] = entry
+    return names
+
+
+def _pytorch_prefixes() -> Dict[str, str]:
+    """Where a link to PyTorch must go, by kind of entry (conf.py's settings)."""
+    settings: Dict[str, Any] = {}
+    text = (ROOT / "conf.py").read_text(encoding="utf-8")
+    for name in ("pytorch_release", "pytorch_tag"):
+        match = re.search(rf'^{name} = "([^"]+)"', text, re.M)
+        settings[name] = match.group(1) if match else None
+    return {
+        "py": f"https://docs.pytorch.org/docs/{settings['pytorch_release']}/",
+        "src": f"https://github.com/pytorch/pytorch/(blob|tree)/{settings['pytorch_tag']}/",
+    }
+
+
+def api_link_problems(inline: List[Dict[str, Any]],
+                      names: Optional[Dict[str, Any]] = None,
+                      prefixes: Optional[Dict[str, str]] = None) -> List[str]:
+    """PyTorch APIs whose first use on a page is not linked, or is linked
+    elsewhere than to PyTorch's documentation or source of the release."""
+    names = _pytorch_names() if names is None else names
+    prefixes = _pytorch_prefixes() if prefixes is None else prefixes
+    problems, seen = [], set()
+    for code in inline:
+        text = " ".join(code["text"].split())
+        match = _USE.match(text)
+        entry = names.get(match.group(1)) if match else None
+        if entry is None or entry.name in seen:
+            continue
+        # NB: code in a link within the guide (a section of a chapter named
+        # after the API, on the front page) names the section, not the API.
+        if code["href"] is not None and not re.match(r"https?://", code["href"]):
+            continue
+        seen.add(entry.name)
+        href = code["href"]
+        prefix = prefixes["src" if entry.role == "src" else "py"]
+        if href is None:
+            problems.append(f"first use of {entry.name} not linked: `{text[:60]}`")
+        elif not re.match(prefix, href):
+            problems.append(f"first use of {entry.name} links to {href}, not to {prefix}")
     return problems
 
 
@@ -500,6 +576,7 @@ def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
             print(f"  note: {page}: code block scrolls sideways: {what}")
     problems += caption_problems(probe["captions"])
     problems += chapter_problems(page, probe["sections"])
+    problems += api_link_problems(probe["inline"])
     if screenshots is not None:
         stem = page.removesuffix(".html").replace("/", "_")
         for name, shown in SCREENSHOTS.items():
@@ -510,6 +587,59 @@ def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
             time.sleep(0.1)
             browser.screenshot(screenshots / f"diagram-{stem}-{index}-{width}.png")
     return problems
+
+
+def self_test() -> int:
+    """Checks api_link_problems on made-up pages; 0 if it behaves."""
+    Entry = accinte_pytorch.Entry
+    names = {
+        "torch.compile": Entry("py:func", "torch.compile", "x.html", [], 0),
+        "at::native::cpu_fallback": Entry("src", "at::native::cpu_fallback", "a.h", [], 0),
+        "cpu_fallback": Entry("src", "at::native::cpu_fallback", "a.h", [], 0),
+    }
+    prefixes = {"py": "https://docs/2.13/", "src": "https://gh/(blob|tree)/v2.13.0/"}
+    doc, src = "https://docs/2.13/x.html#torch.compile", "https://gh/blob/v2.13.0/a.h#L1"
+    cases = [
+        ("linked first uses pass",
+         [{"text": "torch.compile(model)", "href": doc}, {"text": "torch.compile", "href": None},
+          {"text": "cpu_fallback", "href": src}, {"text": "at::native::cpu_fallback", "href": None},
+          {"text": "torch.accinte", "href": None}], []),
+        ("code in a link within the guide is not a use",
+         [{"text": "torch.compile", "href": "chapters/13.html#x"},
+          {"text": "torch.compile", "href": None}],
+         ["first use of torch.compile not linked: `torch.compile`"]),
+        ("an unlinked first use fails",
+         [{"text": "torch.compile", "href": None}, {"text": "torch.compile", "href": doc}],
+         ["first use of torch.compile not linked: `torch.compile`"]),
+        ("an alias counts as a use",
+         [{"text": "cpu_fallback()", "href": None}],
+         ["first use of at::native::cpu_fallback not linked: `cpu_fallback()`"]),
+        ("a link elsewhere fails",
+         [{"text": "torch.compile", "href": "https://docs/stable/x.html"}],
+         ["first use of torch.compile links to https://docs/stable/x.html, "
+          "not to https://docs/2.13/"]),
+        ("a source link at another tag fails",
+         [{"text": "cpu_fallback", "href": "https://gh/blob/main/a.h"}],
+         ["first use of at::native::cpu_fallback links to https://gh/blob/main/a.h, "
+          "not to https://gh/(blob|tree)/v2.13.0/"]),
+    ]
+    failures = 0
+    for description, inline, expected in cases:
+        got = api_link_problems(inline, names, prefixes)
+        if got == expected:
+            print(f"ok: {description}")
+        else:
+            failures += 1
+            print(f"FAIL: {description}: expected {expected}, got {got}", file=sys.stderr)
+    # The real table and settings: every entry is found, and conf.py's
+    # settings are read.
+    real = _pytorch_names()
+    if "torch.compile" not in real or "None" in "".join(_pytorch_prefixes().values()):
+        failures += 1
+        print("FAIL: docs/pytorch/api.txt or conf.py's pytorch settings not read",
+              file=sys.stderr)
+    print(f"browser_test self-test: {len(cases) + 1 - failures} passed, {failures} failed")
+    return 1 if failures else 0
 
 
 def check_search(browser: Browser, base: str, query: str) -> List[str]:
@@ -535,7 +665,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--screenshots", type=Path,
                         default=ROOT / "build" / "docs" / "screenshots")
     parser.add_argument("--chromium", default="chromium")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check the PyTorch link check on made-up pages (no browser)")
     args = parser.parse_args(argv)
+    if args.self_test:
+        return self_test()
     if not (args.html / "index.html").is_file():
         print(f"browser_test: {args.html}/index.html missing (run `make docs`)",
               file=sys.stderr)
@@ -545,9 +679,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"browser_test: {args.chromium} not found (run `make deps`)", file=sys.stderr)
         return 1
     args.screenshots.mkdir(parents=True, exist_ok=True)
+    failed = passed = 0
+    broken, checked = check_links.check(args.html)
+    if broken:
+        failed += 1
+        print(f"FAIL: {len(broken)} broken of {checked} internal links")
+        for problem in broken:
+            print(f"  {problem}")
+    else:
+        passed += 1
+        print(f"ok: {checked} internal links")
     server = serve(args.html)
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    failed = passed = 0
     with tempfile.TemporaryDirectory(prefix="browser_test_") as profile:
         browser = Browser(executable, profile)
         try:

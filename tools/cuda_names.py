@@ -24,7 +24,7 @@ Python API page from it.
 REASONS = {
     "graphs": "CUDA graphs: capturing and replaying streams of kernels",
     "nccl": "NCCL, NVIDIA's collective library (accinte's is chapter 11's "
-            "`accl` backend of `torch.distributed`)",
+            "`accl` backend of {py:mod}`torch.distributed`)",
     "nvtx": "NVTX ranges for NVIDIA's profilers",
     "profiler": "the CUDA profiler API (`cudaProfilerStart`)",
     "libraries": "handles of NVIDIA's libraries (cuBLAS, cuSOLVER)",

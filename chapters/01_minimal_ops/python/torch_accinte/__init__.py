@@ -1,9 +1,9 @@
 """The accinte device for PyTorch.
 
-Importing this package makes ``torch.device("accinte")`` real: it loads the
-backend's libraries, renames PyTorch's PrivateUse1 backend to ``accinte``,
-registers ``torch.accinte`` and the generated ``Tensor.accinte()`` family of
-methods, then loads what later chapters add.
+Importing this package makes :py:class:`torch.device("accinte") <torch.device>`
+real: it loads the backend's libraries, renames PyTorch's PrivateUse1 backend
+to ``accinte``, registers ``torch.accinte`` and the generated
+``Tensor.accinte()`` family of methods, then loads what later chapters add.
 """
 
 import importlib

@@ -2,7 +2,7 @@
 
 The operators themselves live in PyTorch's dispatcher as
 ``torch.ops.accinte.*`` and work on accinte and CPU tensors, under
-FakeTensor and under ``torch.compile``. These functions are typed,
+FakeTensor and under :py:func:`torch.compile`. These functions are typed,
 documented entry points to them, the way ``torchvision.ops`` wraps
 ``torch.ops.torchvision``.
 """

@@ -1,7 +1,8 @@
 """Chapter 13: Dynamo's device interface for accinte.
 
-``torch._dynamo.device_interface`` keeps one ``DeviceInterface`` per device
-type: what Dynamo and Inductor ask of a device while they compile (its
+``torch._dynamo.device_interface`` keeps one
+:pt-src:`DeviceInterface <torch._dynamo.device_interface.DeviceInterface>` per
+device type: what Dynamo and Inductor ask of a device while they compile (its
 current device and stream, its properties, how to synchronize), and what lets
 Dynamo trace code that uses ``torch.accinte`` streams and events. The
 chapter's plug-in registers ``AccinteInterface`` when Dynamo is imported

@@ -3,8 +3,8 @@
 ``accinte::custom_abs`` is defined in C++ (``csrc/custom_ops.cpp``) and is
 registered when ``torch_accinte._C`` loads. This module defines the second
 operator, ``accinte::scaled_add``, entirely from Python with
-``torch.library.custom_op``: its schema, its accinte and CPU kernels and its
-fake implementation. ``torch_accinte.ops`` has the public wrappers.
+:py:func:`torch.library.custom_op`: its schema, its accinte and CPU kernels and
+its fake implementation. ``torch_accinte.ops`` has the public wrappers.
 """
 
 import torch

@@ -1,10 +1,10 @@
 """Chapter 05: automatic mixed precision on accinte.
 
-The cast policies are C++ kernels on the ``AutocastPrivateUse1`` dispatch
-key, registered when ``torch_accinte._C`` loads. What ``torch.autocast``
-and ``torch.amp.GradScaler`` look up in Python, the device module's AMP
-functions, is added here, with ``torch.accinte.amp``: the deprecated
-``torch.cuda.amp`` spellings for accinte.
+The cast policies are C++ kernels on the ``AutocastPrivateUse1`` dispatch key,
+registered when ``torch_accinte._C`` loads. What :py:class:`torch.autocast` and
+``torch.amp.GradScaler`` look up in Python, the device module's AMP functions,
+is added here, with ``torch.accinte.amp``: the deprecated ``torch.cuda.amp``
+spellings for accinte.
 """
 
 import sys

@@ -1,9 +1,9 @@
 """Chapter 07: the memory functions of ``torch.accinte``.
 
 Each mirrors its ``torch.cuda`` namesake and reads the caching allocator of
-``csrc/caching_allocator.cpp`` through ``_C``. ``torch.accelerator``'s memory
-functions reach the same allocator through ``c10::getDeviceAllocator``, so
-the two agree.
+``csrc/caching_allocator.cpp`` through ``_C``. :py:mod:`torch.accelerator`'s
+memory functions reach the same allocator through
+:pt-src:`c10::getDeviceAllocator`, so the two agree.
 """
 
 import collections

@@ -1,10 +1,11 @@
 """Chapter 08: random numbers on accinte.
 
 The C++ side gives every device a Philox generator and registers it with the
-hooks, which is all ``torch.Generator(device="accinte")`` and the random
-operators need. This module adds the seeding and state functions of
-``torch.cuda`` to ``torch.accinte``; ``torch.manual_seed``, ``torch.seed``
-and ``torch.random.fork_rng`` find them there by name.
+hooks, which is all :py:class:`torch.Generator(device="accinte")
+<torch.Generator>` and the random operators need. This module adds the seeding
+and state functions of ``torch.cuda`` to ``torch.accinte``;
+:py:func:`torch.manual_seed`, :py:func:`torch.seed` and
+:py:func:`torch.random.fork_rng` find them there by name.
 """
 
 import sys

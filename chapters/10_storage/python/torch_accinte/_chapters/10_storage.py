@@ -1,8 +1,8 @@
 """Chapter 10: the vendor's own storage class and tensor metadata.
 
-Adds to ``torch.accinte`` the helpers that read what chapter 10's C++
-attaches to every accinte storage (its ``c10::StorageImpl`` class): the
-format tag of its bytes, which ``torch.save`` and ``torch.load`` carry, and
+Adds to ``torch.accinte`` the helpers that read what chapter 10's C++ attaches
+to every accinte storage (its :pt-src:`c10::StorageImpl` class): the format tag
+of its bytes, which :py:func:`torch.save` and :py:func:`torch.load` carry, and
 the origin of the bytes.
 """
 

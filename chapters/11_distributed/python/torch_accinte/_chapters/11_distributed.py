@@ -1,9 +1,10 @@
-"""Chapter 11: ``accl``, the ``torch.distributed`` backend of accinte.
+"""Chapter 11: ``accl``, the :py:mod:`torch.distributed` backend of accinte.
 
 Registers the backend under the name ``accl`` as the default for the
-``accinte`` device, so ``init_process_group("cpu:gloo,accinte:accl")``,
-``init_process_group("accl")`` and ``init_process_group()`` on a machine
-whose accelerator is accinte all use it for accinte tensors.
+``accinte`` device, so :py:func:`init_process_group("cpu:gloo,accinte:accl")
+<torch.distributed.init_process_group>`, ``init_process_group("accl")`` and
+``init_process_group()`` on a machine whose accelerator is accinte all use it
+for accinte tensors.
 """
 
 import functools

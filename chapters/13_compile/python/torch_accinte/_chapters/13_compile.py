@@ -1,8 +1,8 @@
 """Chapter 13: ``torch.compile`` on accinte.
 
 Dynamo and Inductor keep registries of devices: Dynamo's device interfaces
-(``torch._dynamo.device_interface``), Inductor's backends and device op
-overrides (``torch._inductor.codegen.common``). accinte's entries are in
+(:pt-src:`torch._dynamo.device_interface`), Inductor's backends and device op
+overrides (:pt-src:`torch._inductor.codegen.common`). accinte's entries are in
 ``torch_accinte.dynamo`` and ``torch_accinte.inductor``.
 
 Importing Dynamo and Inductor takes longer than importing torch itself, and
