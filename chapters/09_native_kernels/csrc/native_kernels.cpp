@@ -106,8 +106,8 @@ std::tuple<Tensor, Tensor, Tensor> layerNormMeta(
   // NB: one statistic per row, kept as a size-1 dimension in place of
   // each normalized one, in float32 for a bfloat16 or half input with
   // float32 parameters.
-  std::vector<int64_t> statistics(
-      input.sizes().begin(), input.sizes().end() - shape.size());
+  std::vector<int64_t> statistics(input.sizes().begin(),
+                                  input.sizes().end() - shape.size());
   statistics.resize(input.dim(), 1);
   const at::TensorOptions options =
       input.options().dtype(at::native::param_scalar_type(input, mixed));
@@ -130,8 +130,8 @@ std::tuple<Tensor, Tensor, Tensor> layerNormBackwardMeta(
   at::native::_check_layer_norm_inputs(
       input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias);
   TORCH_CHECK(grad_out.sizes() == input.sizes(),
-              "native_layer_norm_backward: grad_out of size ",
-              grad_out.sizes(), " for an input of size ", input.sizes());
+              "native_layer_norm_backward: grad_out of size ", grad_out.sizes(),
+              " for an input of size ", input.sizes());
   TORCH_CHECK((!output_mask[1] || weight.defined()) &&
                   (!output_mask[2] || bias.defined()),
               "native_layer_norm_backward: output_mask asks for the gradient "
@@ -173,8 +173,8 @@ Tensor& whereOutMeta(In condition, In self, In other, Tensor& out) {
 }
 
 Tensor whereMeta(In condition, In self, In other) {
-  Tensor out = at::empty({0}, self.options().dtype(
-                                  at::result_type(self, other)));
+  Tensor out =
+      at::empty({0}, self.options().dtype(at::result_type(self, other)));
   return whereOutMeta(condition, self, other, out);
 }
 
@@ -187,9 +187,9 @@ Tensor& indexSelectOutMeta(In self, int64_t dim, In index, Tensor& out) {
   TORCH_CHECK(!(self.dim() == 0 && count != 1),
               "index_select(): Index to scalar can have only 1 value, got ",
               count, " value(s)");
-  TORCH_CHECK(index.scalar_type() == at::kLong ||
-                  index.scalar_type() == at::kInt,
-              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(
+      index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+      "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(),
               "index_select(): self and result must have the same scalar "
               "type");
@@ -208,14 +208,13 @@ Tensor indexSelectMeta(In self, int64_t dim, In index) {
 
 /** `embedding_dense_backward`: one gradient row per embedding. */
 Tensor embeddingBackwardMeta(In grad_output, In indices,
-                             c10::SymInt num_weights, c10::SymInt,
-                             bool) {
-  TORCH_CHECK(indices.scalar_type() == at::kLong ||
-                  indices.scalar_type() == at::kInt,
-              "embedding_backward(): Expected tensor for argument #2 "
-              "'indices' to have one of the following scalar types: Long, "
-              "Int; but got ",
-              indices.scalar_type(), " instead");
+                             c10::SymInt num_weights, c10::SymInt, bool) {
+  TORCH_CHECK(
+      indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+      "embedding_backward(): Expected tensor for argument #2 "
+      "'indices' to have one of the following scalar types: Long, "
+      "Int; but got ",
+      indices.scalar_type(), " instead");
   TORCH_CHECK(grad_output.dim() > 0,
               "embedding_backward(): grad_output has no dimension");
   return at::empty({num_weights.expect_int(), grad_output.size(-1)},
@@ -229,9 +228,8 @@ Tensor& maxOutMeta(In self, Tensor& out) {
               "input.numel() == 0. Specify the reduction dim with the 'dim' "
               "argument.");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(),
-              "max(): Expected out tensor to have dtype ",
-              self.scalar_type(), ", but got ", out.scalar_type(),
-              " instead");
+              "max(): Expected out tensor to have dtype ", self.scalar_type(),
+              ", but got ", out.scalar_type(), " instead");
   out.resize_({});
   return out;
 }
@@ -935,12 +933,11 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
       const at::Tensor& result = results[index].toTensor();
       // NB: a host check written by hand shaped the output; copy_ would
       // broadcast or convert a result it got wrong, silently.
-      TORCH_INTERNAL_ASSERT(output.defined() == result.defined() &&
-                                (!output.defined() ||
-                                 (output.sizes() == result.sizes() &&
-                                  output.dtype() == result.dtype())),
-                            "result ", index,
-                            " differs from its host check's shape");
+      TORCH_INTERNAL_ASSERT(
+          output.defined() == result.defined() &&
+              (!output.defined() || (output.sizes() == result.sizes() &&
+                                     output.dtype() == result.dtype())),
+          "result ", index, " differs from its host check's shape");
       if (output.defined()) {
         output.copy_(result);
       }
