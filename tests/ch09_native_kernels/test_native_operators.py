@@ -157,6 +157,10 @@ CASES = {
     "embedding backward": (
         lambda w, i, g: torch.autograd.grad(F.embedding(i, w, padding_idx=1), w, g)[0],
         sample(6, 3).requires_grad_(), torch.tensor([[0, 5, 1], [5, 5, 2]]), sample(2, 3, 3, seed=1)),
+    "dropout backward": (lambda g, m: (torch.ops.aten.native_dropout_backward(g, m, 2.0),
+                                       torch.ops.aten.native_dropout_backward(g.t(), m.t(), 0.5),
+                                       torch.ops.aten.native_dropout_backward(g, m.double(), 2.0)),
+                         sample(3, 4), sample(3, 4, seed=1) > 0),
     "max of all elements": (lambda x, i: (x.max(), i.max()), sample(3, 4), ints),
     # filling and joining
     "fill zero": (lambda x: (x.clone().fill_(3.5), x.clone().zero_(), torch.zeros_like(x)), a23),

@@ -273,6 +273,14 @@ Tensor& maskedFillTensorMeta(Tensor& self, In mask, In value) {
   return maskedFillMeta(self, mask);
 }
 
+/** `native_dropout_backward`: `grad_output * mask * scale`, as the CPU
+ * computes it, so shaped and promoted by the products' Meta functions. */
+Tensor dropoutBackwardMeta(In grad_output, In mask, double scale) {
+  Tensor factor = at::empty({}, grad_output.options().dtype(at::kDouble));
+  factor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return at::meta::mul(at::meta::mul(grad_output, mask), factor);
+}
+
 #define ACCINTE_HAND_WRITTEN(function) \
   c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(function))
 
@@ -481,6 +489,8 @@ const std::vector<NativeOperator>& nativeOperators() {
        ACCINTE_HAND_WRITTEN(embeddingBackwardMeta)},
       {"max", "max.unary_out", ACCINTE_HAND_WRITTEN(maxMeta)},
       {"max.unary_out", "", ACCINTE_HAND_WRITTEN(maxOutMeta)},
+      {"native_dropout_backward", "native_dropout_backward.out",
+       ACCINTE_HAND_WRITTEN(dropoutBackwardMeta)},
       {"masked_fill_.Scalar", "", ACCINTE_HAND_WRITTEN(maskedFillScalarMeta)},
       {"masked_fill_.Tensor", "", ACCINTE_HAND_WRITTEN(maskedFillTensorMeta)},
   };
