@@ -94,14 +94,17 @@ def entry(name: str, measure: str, accinte_seconds: Optional[float],
           cpu_seconds: Optional[float] = None, the_goal: Optional[dict] = None,
           nbytes: Optional[int] = None, skipped: Optional[str] = None,
           baseline: Optional[str] = None,
-          fallbacks: Optional[Dict[str, int]] = None) -> dict:
+          fallbacks: Optional[Dict[str, int]] = None,
+          subject: Optional[str] = None) -> dict:
     """One benchmark's result, as the results file stores it.
 
     ``accinte_seconds`` and ``cpu_seconds`` are medians per call; ``ratio``
     and ``held`` follow from them and ``measure``. ``nbytes`` (copies) lets
     the table show bandwidth; ``skipped`` says why nothing was measured;
     ``baseline`` names what the second side ran when it was not the CPU (it
-    is then in ``cpu_seconds``, and the table says so); ``fallbacks`` counts,
+    is then in ``cpu_seconds``, and the table says so), and ``subject`` what
+    the first side ran when it was not accinte (in ``accinte_seconds``: the
+    CPU's own floor for a ratio, say); ``fallbacks`` counts,
     by operator, the calls of one accinte step that took the CPU fallback
     (a workload's; the table gives their number).
     """
@@ -121,6 +124,8 @@ def entry(name: str, measure: str, accinte_seconds: Optional[float],
         result["skipped"] = skipped
     if baseline is not None:
         result["baseline"] = baseline
+    if subject is not None:
+        result["subject"] = subject
     if fallbacks is not None:
         result["fallbacks"] = dict(fallbacks)
     return result
@@ -227,7 +232,8 @@ def table_row(item: dict) -> List[str]:
         held = f"no: {format_shortfall(shortfall(item['ratio'], item['goal']))} too slow"
     return [
         item["name"] + fallback_note(item),
-        _timing(item["accinte_seconds"], nbytes),
+        _timing(item["accinte_seconds"], nbytes)
+        + (f" ({item['subject']})" if "subject" in item else ""),
         _timing(item["cpu_seconds"], nbytes)
         + (f" ({item['baseline']})" if "baseline" in item else ""),
         ratio,
@@ -269,7 +275,10 @@ def legend(results: dict) -> str:
                 if DURATION in measures else "")
              + ("; where the CPU column names another baseline in parentheses, the "
                 "second side ran that instead, and the ratio is to it"
-                if any("baseline" in item for item in results["benchmarks"]) else "")]
+                if any("baseline" in item for item in results["benchmarks"]) else "")
+             + ("; where the accinte column names something else in parentheses, "
+                "the first side ran that instead"
+                if any("subject" in item for item in results["benchmarks"]) else "")]
     ratios = []
     if TIME in measures:
         ratios.append("accinte's time over the CPU's for a computation (lower is better)")
@@ -468,7 +477,7 @@ def svg_chart(results: dict) -> str:
     for measure, title in PANELS:
         items = [item for item in results["benchmarks"]
                  if item["measure"] == measure and item["ratio"] is not None
-                 and "baseline" not in item]
+                 and "baseline" not in item and "subject" not in item]
         if items:
             panels.append((measure, title, items))
     body: List[str] = []
@@ -574,6 +583,12 @@ def _check_entries_and_table() -> None:
     # The second side is named when it is not the CPU.
     eager = entry("compiled", TIME, 1e-3, 2e-3, baseline="eager accinte")
     assert table_row(eager)[2].endswith(" (eager accinte)"), table_row(eager)
+    # And the first side, when it is not accinte.
+    floor = entry("compiled vs eager", TIME, 1e-3, 2e-3, baseline="eager CPU",
+                  subject="compiled CPU")
+    assert table_row(floor)[1].endswith(" (compiled CPU)"), table_row(floor)
+    assert "the first side ran that" in legend(dict(results, benchmarks=[floor]))
+    assert "the first side ran that" not in legend(results)
     # A workload's step: the fallback calls counted are in the benchmark's
     # cell, the legend and the list below the table, never in the chart.
     workload = entry("GPT-2 step", TIME, 3e-3, 2e-3, goal(TIME, 1.2),
@@ -639,8 +654,9 @@ def _check_chart() -> None:
     # A ratio to another baseline than the CPU has no bar on the CPU's axis.
     eager = entry("compiled vs eager", TIME, 1e-3, 2e-3, goal(TIME, 0.67),
                   baseline="eager accinte")
+    floor = entry("compiled vs eager on the CPU", TIME, 1e-3, 2e-3, subject="compiled CPU")
     assert len(ElementTree.fromstring(svg_chart(dict(
-        results, benchmarks=results["benchmarks"] + [eager]))).findall(
+        results, benchmarks=results["benchmarks"] + [eager, floor]))).findall(
             f"{namespace}rect[@class]")) == len(bars)
     empty = dict(results, benchmarks=[entry("build", DURATION, 1.0)])
     assert "No benchmark" in svg_chart(empty)
