@@ -3,8 +3,8 @@ stage 09.
 
 Records one training step of two models with ``torch.accinte.record_fallbacks``:
 the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD), which now runs
-entirely on native kernels, and a small transformer-style block (layer
-norm, GELU, Adam), which still has hot spots left. Prints the operators and
+entirely on native kernels, and a small convolutional network (convolution,
+BatchNorm, max pooling, Adam), which still has hot spots left. Prints the operators and
 their call counts (``record.calls``); the times that ``record.table()``
 adds are left out, as they change from run to run.
 """
@@ -14,11 +14,11 @@ import torch.nn.functional as F
 import torch_accinte  # noqa: F401
 
 
-def fallback_calls(model: torch.nn.Module, optimizer_class) -> dict:
+def fallback_calls(model: torch.nn.Module, optimizer_class, inputs) -> dict:
     """The fallback calls of one training step of ``model`` on accinte."""
     model = model.to("accinte")
     optimizer = optimizer_class(model.parameters(), lr=1e-3)
-    inputs = torch.randn(64, 256).to("accinte")
+    inputs = inputs.to("accinte")
     targets = torch.randint(0, 10, (64,)).to("accinte")
     with torch.accinte.record_fallbacks() as record:
         optimizer.zero_grad()
@@ -39,7 +39,9 @@ torch.manual_seed(0)
 mlp = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
                           torch.nn.Linear(256, 256), torch.nn.ReLU(),
                           torch.nn.Linear(256, 10))
-block = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.LayerNorm(256),
-                            torch.nn.GELU(), torch.nn.Linear(256, 10))
-show("MLP, ReLU, SGD:", fallback_calls(mlp, torch.optim.SGD))
-show("Linear, LayerNorm, GELU, Adam:", fallback_calls(block, torch.optim.Adam))
+cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                          torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                          torch.nn.Linear(8 * 8 * 8, 10))
+show("MLP, ReLU, SGD:", fallback_calls(mlp, torch.optim.SGD, torch.randn(64, 256)))
+show("Convolution, BatchNorm, max pooling, Adam:",
+     fallback_calls(cnn, torch.optim.Adam, torch.randn(64, 3, 16, 16)))
