@@ -157,6 +157,23 @@ CASES = {
     "embedding backward": (
         lambda w, i, g: torch.autograd.grad(F.embedding(i, w, padding_idx=1), w, g)[0],
         sample(6, 3).requires_grad_(), torch.tensor([[0, 5, 1], [5, 5, 2]]), sample(2, 3, 3, seed=1)),
+    # BatchNorm updates its running statistics in place: they are results too
+    "batch norm, training": (
+        lambda x, w, b, m, v: (F.batch_norm(x, m, v, w, b, training=True, momentum=0.2), m, v),
+        sample(4, 3, 5, 5).to(memory_format=torch.channels_last), sample(3, seed=1),
+        sample(3, seed=2), torch.zeros(3), torch.ones(3)),
+    "batch norm, evaluation": (
+        lambda x, w, m, v: F.batch_norm(x, m, v, w, training=False),
+        sample(4, 3, 6), sample(3, seed=1), sample(3, seed=2), sample(3, low=0.5, high=2.0, seed=3)),
+    "batch norm, bfloat16 with float32 parameters": (
+        lambda x, w, b, m, v: (torch.native_batch_norm(x, w, b, m, v, True, 0.1, 1e-5), m, v),
+        sample(2, 3, 4, dtype=torch.bfloat16), sample(3, seed=1), sample(3, seed=2),
+        torch.zeros(3), torch.ones(3)),
+    "batch norm backward": (
+        lambda x, w, b, g: torch.autograd.grad(F.batch_norm(x, None, None, w, b, training=True),
+                                               (x, w, b), g),
+        sample(4, 3, 5).requires_grad_(), sample(3, seed=1).requires_grad_(),
+        sample(3, seed=2).requires_grad_(), sample(4, 3, 5, seed=3)),
     "dropout backward": (lambda g, m: (torch.ops.aten.native_dropout_backward(g, m, 2.0),
                                        torch.ops.aten.native_dropout_backward(g.t(), m.t(), 0.5),
                                        torch.ops.aten.native_dropout_backward(g, m.double(), 2.0)),
@@ -366,6 +383,19 @@ def test_hand_written_host_checks_raise_the_cpus_errors(call):
         call("accinte")
     assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
     # Nothing was launched: the stream has no failure to report.
+    torch.accinte.synchronize()
+
+
+@pytest.mark.parametrize("name", ["weight", "running_mean"])
+def test_batch_norm_refuses_statistics_of_the_wrong_size(name):
+    # Stricter than the CPU, whose kernel reads past the end of a short
+    # tensor: on the device that read would fault outside the allocation.
+    x = torch.ones(2, 3, 4, device="accinte")
+    tensors = {"weight": None, "running_mean": torch.zeros(3, device="accinte")}
+    tensors[name] = torch.ones(2, device="accinte")
+    with pytest.raises(RuntimeError, match=f"{name} should contain 3 elements not 2"):
+        torch.native_batch_norm(x, tensors["weight"], None, tensors["running_mean"],
+                                torch.ones(3, device="accinte"), False, 0.1, 1e-5)
     torch.accinte.synchronize()
 
 

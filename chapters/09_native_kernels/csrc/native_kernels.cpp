@@ -273,6 +273,103 @@ Tensor& maskedFillTensorMeta(Tensor& self, In mask, In value) {
   return maskedFillMeta(self, mask);
 }
 
+/**
+ * What `native_batch_norm` and its backward read per channel: each tensor
+ * given must hold one element per channel.
+ *
+ * NB: stricter than the CPU kernel, which reads past a shorter tensor;
+ * on the device that read would fault outside the allocation. The words
+ * are those of the checks in PyTorch's `batch_norm`.
+ */
+int64_t checkChannels(
+    In input,
+    std::initializer_list<std::pair<const char*, Tensor>> per_channel) {
+  const int64_t channels = input.size(1);
+  for (const auto& [name, tensor] : per_channel) {
+    TORCH_CHECK(!tensor.defined() || tensor.numel() == channels, name,
+                " should contain ", channels, " elements not ", tensor.numel());
+  }
+  return channels;
+}
+
+/** `native_batch_norm`: the result, in the input's memory format, and the
+ * batch's mean and 1/std per channel (none in evaluation). The CPU kernel
+ * also updates the running statistics in place, through their views. */
+std::tuple<Tensor, Tensor, Tensor> batchNormMeta(
+    In input, const std::optional<Tensor>& weight_opt,
+    const std::optional<Tensor>& bias_opt,
+    const std::optional<Tensor>& running_mean_opt,
+    const std::optional<Tensor>& running_var_opt, bool training, double,
+    double) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor bias = bias_opt.value_or(Tensor());
+  const Tensor running_mean = running_mean_opt.value_or(Tensor());
+  const Tensor running_var = running_var_opt.value_or(Tensor());
+  const int64_t channels = checkChannels(input, {{"weight", weight},
+                                                 {"bias", bias},
+                                                 {"running_mean", running_mean},
+                                                 {"running_var", running_var}});
+  const bool mixed =
+      at::native::is_mixed_type(input, weight, bias, running_mean, running_var);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, bias, running_mean,
+                                      running_var);
+  }
+  const at::TensorOptions statistics =
+      input.options().dtype(at::native::param_scalar_type(input, mixed));
+  return {at::empty(input.sizes(), input.options().memory_format(
+                                       input.suggest_memory_format())),
+          at::empty({training ? channels : 0}, statistics),
+          at::empty({training ? channels : 0}, statistics)};
+}
+
+/** `native_batch_norm_backward`: the gradients `output_mask` asks for. */
+std::tuple<Tensor, Tensor, Tensor> batchNormBackwardMeta(
+    In grad_out, In input, const std::optional<Tensor>& weight_opt,
+    const std::optional<Tensor>& running_mean_opt,
+    const std::optional<Tensor>& running_var_opt,
+    const std::optional<Tensor>& save_mean_opt,
+    const std::optional<Tensor>& save_invstd_opt, bool train, double,
+    std::array<bool, 3> output_mask) {
+  const Tensor weight = weight_opt.value_or(Tensor());
+  const Tensor running_mean = running_mean_opt.value_or(Tensor());
+  const Tensor running_var = running_var_opt.value_or(Tensor());
+  const Tensor save_mean = save_mean_opt.value_or(Tensor());
+  const Tensor save_invstd = save_invstd_opt.value_or(Tensor());
+  TORCH_CHECK(grad_out.sizes() == input.sizes(),
+              "native_batch_norm_backward: grad_out of size ", grad_out.sizes(),
+              " for an input of size ", input.sizes());
+  // NB: training reads the batch's statistics, evaluation the running ones;
+  // the others may be empty.
+  const int64_t channels =
+      checkChannels(input, {{"weight", weight},
+                            {"running_mean", train ? Tensor() : running_mean},
+                            {"running_var", train ? Tensor() : running_var},
+                            {"save_mean", train ? save_mean : Tensor()},
+                            {"save_invstd", train ? save_invstd : Tensor()}});
+  const bool mixed = at::native::is_mixed_type(
+      input, weight, running_mean, running_var, save_mean, save_invstd);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, weight, running_mean, running_var,
+                                      save_mean, save_invstd);
+  }
+  const at::TensorOptions parameters =
+      input.options().dtype(at::native::param_scalar_type(input, mixed));
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    grad_input =
+        at::empty(input.sizes(),
+                  input.options().memory_format(input.suggest_memory_format()));
+  }
+  if (output_mask[1]) {
+    grad_weight = at::empty({channels}, parameters);
+  }
+  if (output_mask[2]) {
+    grad_bias = at::empty({channels}, parameters);
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
 /** `native_dropout_backward`: `grad_output * mask * scale`, as the CPU
  * computes it, so shaped and promoted by the products' Meta functions. */
 Tensor dropoutBackwardMeta(In grad_output, In mask, double scale) {
@@ -489,6 +586,10 @@ const std::vector<NativeOperator>& nativeOperators() {
        ACCINTE_HAND_WRITTEN(embeddingBackwardMeta)},
       {"max", "max.unary_out", ACCINTE_HAND_WRITTEN(maxMeta)},
       {"max.unary_out", "", ACCINTE_HAND_WRITTEN(maxOutMeta)},
+      {"native_batch_norm", "native_batch_norm.out",
+       ACCINTE_HAND_WRITTEN(batchNormMeta)},
+      {"native_batch_norm_backward", "",
+       ACCINTE_HAND_WRITTEN(batchNormBackwardMeta)},
       {"native_dropout_backward", "native_dropout_backward.out",
        ACCINTE_HAND_WRITTEN(dropoutBackwardMeta)},
       {"masked_fill_.Scalar", "", ACCINTE_HAND_WRITTEN(maskedFillScalarMeta)},

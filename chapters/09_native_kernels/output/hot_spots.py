@@ -4,9 +4,9 @@ stage 09.
 Records one training step of two models with ``torch.accinte.record_fallbacks``:
 the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD), which now runs
 entirely on native kernels, and a small convolutional network (convolution,
-BatchNorm, max pooling, Adam), which still has hot spots left. Prints the operators and
-their call counts (``record.calls``); the times that ``record.table()``
-adds are left out, as they change from run to run.
+BatchNorm, max pooling, Adam), whose convolutions still take the fallback.
+Prints the operators and their call counts (``record.calls``); the times
+that ``record.table()`` adds are left out, as they change from run to run.
 """
 
 import torch
