@@ -4,6 +4,7 @@
 
 #include <accinte/runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -30,7 +31,8 @@ class EventCompletion {
   CarriedFailures failures();
   /** True once complete() ran. */
   bool isComplete();
-  /** Blocks until complete() ran. */
+  /** Blocks until complete() ran: spins for the process's spin bound
+   * (spinUntil()), then sleeps. */
   void wait();
   /** When complete() ran; meaningful only once isComplete(). */
   std::chrono::steady_clock::time_point completedAt();
@@ -38,7 +40,12 @@ class EventCompletion {
  private:
   std::mutex mutex_;
   std::condition_variable completed_;
-  bool isComplete_ = false;
+  /** Written under mutex_ (a release store), after the time and the
+   * failures; read without it (an acquire load). */
+  std::atomic<bool> isComplete_{false};
+  /** How many threads sleep on completed_: complete() wakes them only if
+   * there are any. Needs mutex_. */
+  int sleepingWaiters_ = 0;
   std::chrono::steady_clock::time_point completedAt_;
   CarriedFailures failures_;
 };
