@@ -166,7 +166,7 @@ bool EventCompletion::isComplete() {
 }
 
 void EventCompletion::wait() {
-  if (spinUntil([&] { return isComplete(); })) {
+  if (spinUntil([&] { return isComplete(); }, recorderCpu_.get())) {
     return;
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -232,8 +232,9 @@ void enqueueInterprocessWait(Stream& stream,
   }));
 }
 
-std::shared_ptr<EventCompletion> Event::startRecord(uint64_t* generation) {
-  auto completion = std::make_shared<EventCompletion>();
+std::shared_ptr<EventCompletion> Event::startRecord(
+    std::shared_ptr<const CpuSlot> recorderCpu, uint64_t* generation) {
+  auto completion = std::make_shared<EventCompletion>(std::move(recorderCpu));
   std::lock_guard<std::mutex> lock(mutex_);
   latestRecord_ = completion;
   if (shared_) {
@@ -370,14 +371,16 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
       StreamRegistry::instance().resolve(stream, &resolvedStream));
   if (resolvedEvent->shared()) {
     uint64_t generation = 0;
-    auto record = resolvedEvent->startRecord(&generation);
+    auto record =
+        resolvedEvent->startRecord(resolvedStream->workerCpu(), &generation);
     enqueueInterprocessRecord(*resolvedStream, std::move(record),
                               resolvedEvent->shared(), generation);
     return accinteSuccess;
   }
   // Each record is a fresh completion: waiters that captured an older record
   // keep waiting for that one only.
-  enqueueRecord(*resolvedStream, resolvedEvent->startRecord());
+  enqueueRecord(*resolvedStream,
+                resolvedEvent->startRecord(resolvedStream->workerCpu()));
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_EVENT_RECORD

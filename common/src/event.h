@@ -1,6 +1,7 @@
 #pragma once
 
 #include "failure.h"
+#include "spin.h"
 
 #include <accinte/runtime.h>
 
@@ -11,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace accinte::emulator {
 
@@ -23,6 +25,11 @@ namespace accinte::emulator {
  */
 class EventCompletion {
  public:
+  /** A record that the worker publishing its CPU in `recorderCpu` (if not
+   * null) completes; wait() spins only while that worker runs on another
+   * CPU (spinUntil()). */
+  explicit EventCompletion(std::shared_ptr<const CpuSlot> recorderCpu = {})
+      : recorderCpu_(std::move(recorderCpu)) {}
   /** Marks the record complete, stamping the time, and wakes waiters.
    * `failures` are those the recording stream carried, unreported, when it
    * reached the record. */
@@ -38,6 +45,7 @@ class EventCompletion {
   std::chrono::steady_clock::time_point completedAt();
 
  private:
+  const std::shared_ptr<const CpuSlot> recorderCpu_;
   std::mutex mutex_;
   std::condition_variable completed_;
   /** Written under mutex_ (a release store), after the time and the
@@ -172,9 +180,12 @@ class Event {
     return opened_;
   }
 
-  /** Starts a new record and returns its completion; for an interprocess
+  /** Starts a new record, made by the stream whose worker publishes its CPU
+   * in `recorderCpu`, and returns its completion; for an interprocess
    * event, also a new generation of the shared records, in `generation`. */
-  std::shared_ptr<EventCompletion> startRecord(uint64_t* generation = nullptr);
+  std::shared_ptr<EventCompletion> startRecord(
+      std::shared_ptr<const CpuSlot> recorderCpu,
+      uint64_t* generation = nullptr);
 
   /** The most recent record of this process, or nullptr if never recorded.
    */

@@ -91,6 +91,7 @@ void Stream::runWorker() {
     queue_.pop_front();
     queueLength_.store(queue_.size(), std::memory_order_relaxed);
     lock.unlock();
+    workerCpu_->publish();
     // NB: the operation is destroyed (kernel arguments released) before it
     // counts as finished, so that a synchronize also covers the deleter.
     // LITERALINCLUDE EMPHASIZE NEXT
@@ -111,10 +112,12 @@ void Stream::waitForWork(std::unique_lock<std::mutex>& lock) {
   // spin is bounded, so an idle stream's worker sleeps soon after.
   lock.unlock();
   // LITERALINCLUDE EMPHASIZE NEXT 4
-  spinUntil([&] {
-    return queueLength_.load(std::memory_order_relaxed) != 0 ||
-           stopRequested_.load(std::memory_order_relaxed);
-  });
+  spinUntil(
+      [&] {
+        return queueLength_.load(std::memory_order_relaxed) != 0 ||
+               stopRequested_.load(std::memory_order_relaxed);
+      },
+      &launcherCpu_, workerCpu_.get());
   lock.lock();
   // NB: set under the lock, before the wait releases it: an enqueue() that
   // comes after sees it and wakes the worker, so no wake-up is lost.
@@ -195,6 +198,7 @@ accinteError_t Stream::takeFailuresLocked() {
 // LITERALINCLUDE END: EMULATOR_STREAM_WORKER
 
 uint64_t Stream::enqueue(std::unique_ptr<Operation> operation) {
+  launcherCpu_.publish();
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t ticket = ++enqueuedCount_;
   if (!workerExited_) {
@@ -224,9 +228,11 @@ void Stream::waitUntilFinished(uint64_t ticket) {
   // NB: the acquire load pairs with finishLocked()'s release store: once
   // the ticket reads finished, so do the operation's writes (a copy's
   // result, its status). The failures are read under the lock later.
-  if (spinUntil([&] {
-        return finishedCount_.load(std::memory_order_acquire) >= ticket;
-      })) {
+  if (spinUntil(
+          [&] {
+            return finishedCount_.load(std::memory_order_acquire) >= ticket;
+          },
+          workerCpu_.get())) {
     return;
   }
   std::unique_lock<std::mutex> lock(mutex_);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "failure.h"
+#include "spin.h"
 #include "telemetry.h"
 #include "trace.h"
 
@@ -132,6 +133,12 @@ class Stream {
   bool isDefault() const {
     return isDefault_;
   }
+  /** Where the worker publishes the CPU it runs on, for the threads that
+   * wait for it (spinUntil()); shared, since an event record may outlive
+   * the stream. */
+  std::shared_ptr<const CpuSlot> workerCpu() const {
+    return workerCpu_;
+  }
 
   /** Appends `operation` and returns its ticket. */
   uint64_t enqueue(std::unique_ptr<Operation> operation);
@@ -218,6 +225,11 @@ class Stream {
   /** How many threads sleep on workFinished_ for a ticket: the worker wakes
    * them only if there are any. Needs mutex_. */
   int sleepingWaiters_ = 0;
+  /** The CPU of the worker, published when it starts an operation and while
+   * it spins. */
+  const std::shared_ptr<CpuSlot> workerCpu_ = std::make_shared<CpuSlot>();
+  /** The CPU of the thread that enqueued last. */
+  CpuSlot launcherCpu_;
   /** True once the worker will run no more operations (or never existed). */
   bool workerExited_ = false;
   /** True once the exit hook gave up on a worker stuck in a kernel: waiting

@@ -6,12 +6,15 @@
 
 #include "test_util.h"
 
+#include <dirent.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -74,6 +77,65 @@ pid_t workerThreadId(accinteStream_t stream) {
   return tid->load();
 }
 
+/** Where the round trips' threads run: wherever the scheduler puts them,
+ * the host thread and the workers on two different CPUs (every wait can
+ * spin), or all on one (no wait should spin). */
+enum class Placement { kAnywhere, kApart, kTogether };
+
+/** The first two CPUs this process may run on; false if it has only one. */
+bool twoCpus(int* first, int* second) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return false;
+  }
+  int found = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      *(found++ == 0 ? first : second) = cpu;
+    }
+  }
+  return found == 2;
+}
+
+bool pin(pid_t tid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(tid, sizeof(set), &set) == 0;
+}
+
+/** Pins the calling thread and every stream worker of the process as
+ * `placement` says; false if it cannot. */
+bool place(Placement placement) {
+  if (placement == Placement::kAnywhere) {
+    return true;
+  }
+  int host = 0;
+  int other = 0;
+  if (!twoCpus(&host, &other)) {
+    return false;
+  }
+  const int workers = placement == Placement::kApart ? other : host;
+  bool ok = pin(currentThreadId(), host);
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) {
+    return false;
+  }
+  while (dirent* entry = readdir(tasks)) {
+    const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+    std::ifstream comm("/proc/self/task/" + std::string(entry->d_name) +
+                       "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (tid > 0 && name.rfind("accinte-", 0) == 0) {
+      ok = pin(tid, workers) && ok;
+    }
+  }
+  closedir(tasks);
+  return ok;
+}
+
 /** A pause of one of the lengths that matter to a spin of the default
  * bound (50 µs): none, within the spin, about its end, well past it. */
 void randomPause(std::mt19937& random) {
@@ -96,7 +158,8 @@ void randomPause(std::mt19937& random) {
  * returns without ordering the kernel's writes before the reader is a
  * reported race, not only a hang or a wrong value.
  */
-int roundTrips(int rounds, unsigned seed) {
+int roundTrips(int rounds, unsigned seed,
+               Placement placement = Placement::kAnywhere) {
   std::mt19937 random(seed);
   accinteStream_t first = nullptr;
   accinteStream_t second = nullptr;
@@ -108,7 +171,11 @@ int roundTrips(int rounds, unsigned seed) {
     return 0;
   }
   DeviceBuffer device(sizeof(int));
-  if (device.status() != accinteSuccess) {
+  accinteStream_t defaultStream = nullptr;
+  // NB: the default stream's worker starts now, so that place() finds it.
+  if (device.status() != accinteSuccess ||
+      accinteGetDefaultStream(0, &defaultStream) != accinteSuccess ||
+      !place(placement)) {
     return 0;
   }
   int written = 0;
@@ -215,6 +282,28 @@ TEST(Spin, NoWakeUpIsLostWithManyHostThreads) {
 ACCINTE_SCENARIO(SpinRoundTrips) {
   SCENARIO_CHECK(roundTrips(1000, 5) == -1);
   return 0;
+}
+
+ACCINTE_SCENARIO(SpinRoundTripsApart) {
+  SCENARIO_CHECK(roundTrips(2000, 6, Placement::kApart) == -1);
+  return 0;
+}
+
+ACCINTE_SCENARIO(SpinRoundTripsTogether) {
+  SCENARIO_CHECK(roundTrips(2000, 7, Placement::kTogether) == -1);
+  return 0;
+}
+
+TEST(Spin, NoWakeUpIsLostWithTheWorkersOnAnotherCpuOrOnTheSame) {
+  // NB: in a process of their own, so that the pinning stays there. Apart,
+  // every wait can spin; together, none should, and every wait sleeps.
+  int host = 0;
+  int other = 0;
+  if (!twoCpus(&host, &other)) {
+    GTEST_SKIP() << "this process may run on one CPU only";
+  }
+  EXPECT_EQ(runScenario("SpinRoundTripsApart", {}), 0);
+  EXPECT_EQ(runScenario("SpinRoundTripsTogether", {}), 0);
 }
 
 TEST(Spin, EveryBoundKeepsEveryWakeUp) {
