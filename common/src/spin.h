@@ -3,11 +3,9 @@
 #include "config.h"
 
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 
 namespace accinte::emulator {
 
@@ -40,18 +38,13 @@ class CpuSlot {
 };
 
 /** How many times spinUntil() checks its condition between two looks at the
- * clock (each followed by a yield of the CPU). */
-constexpr int kSpinChecksPerYield = 64;
+ * clock and the CPU. */
+constexpr int kSpinChecksPerLook = 64;
 
-/** How many times the scheduler has given the calling thread's CPU to
- * another thread while it could have run; -1 if unknown. */
-inline long involuntarySwitches() {
-  rusage usage;
-  if (getrusage(RUSAGE_THREAD, &usage) != 0) {
-    return -1;
-  }
-  return usage.ru_nivcsw;
-}
+/** A gap between two looks at the clock longer than this means that the
+ * spinning thread lost its CPU in between (64 checks take about a
+ * microsecond). */
+constexpr std::chrono::microseconds kSpinPreemptedGap{10};
 
 /**
  * Spins until `ready()` returns true or the process's spin bound
@@ -61,7 +54,7 @@ inline long involuntarySwitches() {
  *
  * `waitedFor`, if not null, is where the thread that will make `ready()`
  * true publishes its CPU; `self`, if not null, is where the calling thread
- * publishes its own, at every yield. `ready()` must be cheap and must not
+ * publishes its own while it spins. `ready()` must be cheap and must not
  * block: an atomic load.
  *
  * NB: a wait that ends within microseconds costs two thread wake-ups when it
@@ -69,17 +62,19 @@ inline long involuntarySwitches() {
  * tens of microseconds when the sleeper's core was idle), more than the wait
  * itself; spinning first saves both, as a GPU driver's default schedule
  * does. The spin is bounded, so a process with nothing to do burns nothing
- * for long, and it yields the CPU about every microsecond.
+ * for long.
  *
- * NB: spinning pays only while the awaited thread has a core of its own,
- * which CUDA's default schedule approximates by comparing the process's
- * threads with the machine's cores. This spin ends as soon as it sees that
- * the awaited thread last ran on the spinner's own CPU (on a busy machine,
- * the scheduler keeps a thread it wakes on its waker's core), or that a
- * yield let another thread run: the machine has more runnable threads than
- * cores, and a waiter that sleeps leaves the core to the others and is
- * woken the moment the wait ends, where one that spins would run again only
- * at its next turn.
+ * NB: spinning pays only while both threads have a core, which CUDA's
+ * default schedule approximates by comparing the process's threads with
+ * the machine's cores. This spin ends as soon as it sees that the awaited
+ * thread last ran on the spinner's own CPU (on a busy machine, the
+ * scheduler keeps a thread it wakes on its waker's core, where a spinner
+ * would only hold it up) or that the spinner lost its CPU for a while
+ * (another thread wanted it): the machine has more runnable threads than
+ * cores, and a waiter that sleeps leaves its core to the others and, woken,
+ * runs at once, where one that spins would run again only at its next turn.
+ * For the same reason the spin never yields (sched_yield()): on a busy CPU,
+ * a yield gives the rest of the thread's turn away.
  */
 template <typename Ready>
 bool spinUntil(const Ready& ready, const CpuSlot* waitedFor = nullptr,
@@ -101,21 +96,21 @@ bool spinUntil(const Ready& ready, const CpuSlot* waitedFor = nullptr,
   if (sharesCpu()) {
     return false;
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::microseconds(bound);
-  const long switches = involuntarySwitches();
+  auto look = std::chrono::steady_clock::now();
+  const auto deadline = look + std::chrono::microseconds(bound);
   while (true) {
-    for (int i = 0; i < kSpinChecksPerYield; ++i) {
+    for (int i = 0; i < kSpinChecksPerLook; ++i) {
       cpuRelax();
       if (ready()) {
         return true;
       }
     }
-    if (std::chrono::steady_clock::now() >= deadline ||
-        involuntarySwitches() != switches || sharesCpu()) {
+    const auto previous = look;
+    look = std::chrono::steady_clock::now();
+    if (look >= deadline || look - previous > kSpinPreemptedGap ||
+        sharesCpu()) {
       return ready();
     }
-    std::this_thread::yield();
   }
 }
 
