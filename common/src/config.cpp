@@ -42,9 +42,10 @@ std::optional<std::string_view> readEnv(const char* name) {
 
 /** The spin bound when `ACCINTE_SPIN_US` is unset.
  *
- * NB: as CUDA's automatic schedule, which spins only while the process has
- * fewer busy threads than cores: a waiter that spins on the only CPU the
- * process may use holds up the very thread it waits for. */
+ * NB: a waiter that spins on the only CPU the process may use holds up the
+ * very thread it waits for (CUDA's automatic schedule, likewise, spins only
+ * while the process has no more active contexts than logical processors).
+ */
 int defaultSpinMicroseconds() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);

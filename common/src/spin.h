@@ -65,9 +65,9 @@ constexpr std::chrono::microseconds kSpinPreemptedGap{10};
  * for long.
  *
  * NB: spinning pays only while both threads have a core, which CUDA's
- * default schedule approximates by comparing the process's threads with
- * the machine's cores. This spin ends as soon as it sees that the awaited
- * thread last ran on the spinner's own CPU (on a busy machine, the
+ * default schedule approximates by comparing the process's active contexts
+ * with the machine's logical processors. This spin ends as soon as it sees that
+ * the awaited thread last ran on the spinner's own CPU (on a busy machine, the
  * scheduler keeps a thread it wakes on its waker's core, where a spinner
  * would only hold it up) or that the spinner lost its CPU for a while
  * (another thread wanted it): the machine has more runnable threads than
