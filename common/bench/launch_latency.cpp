@@ -31,7 +31,9 @@
 #include <utility>
 #include <vector>
 
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace {
@@ -120,6 +122,22 @@ std::pair<double, double> secondsPerOperationOffAndOn(
   return {medians[0], medians[1]};
 }
 
+/** Restricts thread `tid` (0: the calling thread) to the CPUs in `cpus`. */
+void pin(pid_t tid, const cpu_set_t& cpus) {
+  if (sched_setaffinity(tid, sizeof(cpus), &cpus) != 0) {
+    std::perror("launch_latency: sched_setaffinity");
+    std::exit(1);
+  }
+}
+
+/** A set of one CPU. */
+cpu_set_t onlyCpu(int cpu) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(cpu, &cpus);
+  return cpus;
+}
+
 void report(const char* name, double seconds) {
   std::printf("{\"name\": \"%s\", \"seconds\": %.6e}\n", name, seconds);
   std::fflush(stdout);
@@ -181,6 +199,43 @@ int main() {
     report((name + ", tracing on").c_str(), on);
     std::fprintf(stderr, "launch_latency: %s: tracing on / off = %.3f\n",
                  item.what, on / off);
+  }
+  // NB: where the two threads of a round trip run decides whether its waits
+  // spin (see spinUntil() in common/src/spin.h): on two CPUs they do, on one
+  // they sleep at once. Left to the scheduler, the rows above get either,
+  // depending on what else the machine runs; these two place the caller and
+  // the stream's worker themselves.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    std::perror("launch_latency: sched_getaffinity");
+    return 1;
+  }
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      cpus.push_back(cpu);
+    }
+  }
+  if (cpus.size() == 2) {
+    std::atomic<pid_t> worker{-1};
+    check(accinte::launchKernel(
+              stream, nullptr, 0,
+              [&] { worker = static_cast<pid_t>(syscall(SYS_gettid)); }),
+          "launchKernel");
+    synchronize();
+    pin(0, onlyCpu(cpus[0]));
+    for (const bool apart : {true, false}) {
+      pin(worker, onlyCpu(cpus[apart ? 1 : 0]));
+      report(
+          apart ? "emulator: empty kernel, launch and synchronize, caller "
+                  "and worker on two CPUs"
+                : "emulator: empty kernel, launch and synchronize, caller "
+                  "and worker on one CPU",
+          secondsPerOperation([&] { launchEmpty(), synchronize(); }, nothing));
+    }
+    pin(worker, allowed);
+    pin(0, allowed);
   }
   char byte = 0;
   report("emulator: blocking copy of 1 byte, device to host",

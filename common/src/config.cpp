@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <sched.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -38,6 +40,21 @@ std::optional<std::string_view> readEnv(const char* name) {
   return std::string_view(value);
 }
 
+/** The spin bound when `ACCINTE_SPIN_US` is unset.
+ *
+ * NB: a waiter that spins on the only CPU the process may use holds up the
+ * very thread it waits for (CUDA's automatic schedule, likewise, spins only
+ * while the process has no more active contexts than logical processors).
+ */
+int defaultSpinMicroseconds() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
+    return 0;
+  }
+  return kDefaultSpinMicroseconds;
+}
+
 // LITERALINCLUDE START: EMULATOR_CONFIG
 Config parseConfig() {
   Config parsed;
@@ -57,6 +74,15 @@ Config parseConfig() {
     }
     parsed.deviceMemory = *bytes;
   }
+  parsed.spinMicroseconds = defaultSpinMicroseconds();
+  if (auto text = readEnv("ACCINTE_SPIN_US")) {
+    auto microseconds = parseSpinMicroseconds(*text);
+    if (!microseconds) {
+      parsed.status = accinteErrorInitialization;
+      return parsed;
+    }
+    parsed.spinMicroseconds = *microseconds;
+  }
   return parsed;
 }
 // LITERALINCLUDE END: EMULATOR_CONFIG
@@ -66,6 +92,14 @@ Config parseConfig() {
 std::optional<int> parseDeviceCount(std::string_view text) {
   auto value = parseDecimal(text);
   if (!value || *value < 1 || *value > kMaxDeviceCount) {
+    return std::nullopt;
+  }
+  return static_cast<int>(*value);
+}
+
+std::optional<int> parseSpinMicroseconds(std::string_view text) {
+  auto value = parseDecimal(text);
+  if (!value || *value > kMaxSpinMicroseconds) {
     return std::nullopt;
   }
   return static_cast<int>(*value);

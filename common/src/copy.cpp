@@ -176,7 +176,7 @@ accinteError_t runCopy(const CopyPlan& plan) {
 /** Makes everything enqueued later on `waiter` wait for the work enqueued so
  * far on `waited`. */
 void orderAfter(Stream& waiter, Stream& waited) {
-  auto marker = std::make_shared<EventCompletion>();
+  auto marker = std::make_shared<EventCompletion>(waited.workerCpu());
   enqueueRecord(waited, marker);
   enqueueWait(waiter, std::move(marker));
 }

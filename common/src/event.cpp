@@ -2,6 +2,7 @@
 
 #include "ipc.h"
 #include "lifecycle.h"
+#include "spin.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -120,6 +121,10 @@ accinteError_t SharedEventState::query(uint64_t generation) {
 }
 
 accinteError_t SharedEventState::wait(uint64_t generation) {
+  // NB: spins first, as a wait for a record of this process does.
+  if (spinUntil([&] { return page_->completed.load() >= generation; })) {
+    return accinteSuccess;
+  }
   while (true) {
     // NB: the word is read before the check, so a completion between the
     // check and the sleep changes it and the sleep returns at once.
@@ -145,8 +150,10 @@ void EventCompletion::complete(CarriedFailures failures) {
   std::lock_guard<std::mutex> lock(mutex_);
   completedAt_ = std::chrono::steady_clock::now();
   failures_ = std::move(failures);
-  isComplete_ = true;
-  completed_.notify_all();
+  isComplete_.store(true, std::memory_order_release);
+  if (sleepingWaiters_ > 0) {
+    completed_.notify_all();
+  }
 }
 
 CarriedFailures EventCompletion::failures() {
@@ -155,13 +162,18 @@ CarriedFailures EventCompletion::failures() {
 }
 
 bool EventCompletion::isComplete() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return isComplete_;
+  return isComplete_.load(std::memory_order_acquire);
 }
 
 void EventCompletion::wait() {
+  if (spinUntil([&] { return isComplete(); }, recorderCpu_.get())) {
+    return;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  completed_.wait(lock, [&] { return isComplete_; });
+  ++sleepingWaiters_;
+  completed_.wait(lock,
+                  [&] { return isComplete_.load(std::memory_order_relaxed); });
+  --sleepingWaiters_;
 }
 
 std::chrono::steady_clock::time_point EventCompletion::completedAt() {
@@ -220,8 +232,9 @@ void enqueueInterprocessWait(Stream& stream,
   }));
 }
 
-std::shared_ptr<EventCompletion> Event::startRecord(uint64_t* generation) {
-  auto completion = std::make_shared<EventCompletion>();
+std::shared_ptr<EventCompletion> Event::startRecord(
+    std::shared_ptr<const CpuSlot> recorderCpu, uint64_t* generation) {
+  auto completion = std::make_shared<EventCompletion>(std::move(recorderCpu));
   std::lock_guard<std::mutex> lock(mutex_);
   latestRecord_ = completion;
   if (shared_) {
@@ -358,14 +371,16 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
       StreamRegistry::instance().resolve(stream, &resolvedStream));
   if (resolvedEvent->shared()) {
     uint64_t generation = 0;
-    auto record = resolvedEvent->startRecord(&generation);
+    auto record =
+        resolvedEvent->startRecord(resolvedStream->workerCpu(), &generation);
     enqueueInterprocessRecord(*resolvedStream, std::move(record),
                               resolvedEvent->shared(), generation);
     return accinteSuccess;
   }
   // Each record is a fresh completion: waiters that captured an older record
   // keep waiting for that one only.
-  enqueueRecord(*resolvedStream, resolvedEvent->startRecord());
+  enqueueRecord(*resolvedStream,
+                resolvedEvent->startRecord(resolvedStream->workerCpu()));
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_EVENT_RECORD

@@ -1,15 +1,18 @@
 #pragma once
 
 #include "failure.h"
+#include "spin.h"
 
 #include <accinte/runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace accinte::emulator {
 
@@ -22,6 +25,11 @@ namespace accinte::emulator {
  */
 class EventCompletion {
  public:
+  /** A record that the worker publishing its CPU in `recorderCpu` (if not
+   * null) completes; wait() spins only while that worker runs on another
+   * CPU (spinUntil()). */
+  explicit EventCompletion(std::shared_ptr<const CpuSlot> recorderCpu = {})
+      : recorderCpu_(std::move(recorderCpu)) {}
   /** Marks the record complete, stamping the time, and wakes waiters.
    * `failures` are those the recording stream carried, unreported, when it
    * reached the record. */
@@ -30,15 +38,22 @@ class EventCompletion {
   CarriedFailures failures();
   /** True once complete() ran. */
   bool isComplete();
-  /** Blocks until complete() ran. */
+  /** Blocks until complete() ran: spins for the process's spin bound
+   * (spinUntil()), then sleeps. */
   void wait();
   /** When complete() ran; meaningful only once isComplete(). */
   std::chrono::steady_clock::time_point completedAt();
 
  private:
+  const std::shared_ptr<const CpuSlot> recorderCpu_;
   std::mutex mutex_;
   std::condition_variable completed_;
-  bool isComplete_ = false;
+  /** Written under mutex_ (a release store), after the time and the
+   * failures; read without it (an acquire load). */
+  std::atomic<bool> isComplete_{false};
+  /** How many threads sleep on completed_: complete() wakes them only if
+   * there are any. Needs mutex_. */
+  int sleepingWaiters_ = 0;
   std::chrono::steady_clock::time_point completedAt_;
   CarriedFailures failures_;
 };
@@ -165,9 +180,12 @@ class Event {
     return opened_;
   }
 
-  /** Starts a new record and returns its completion; for an interprocess
+  /** Starts a new record, made by the stream whose worker publishes its CPU
+   * in `recorderCpu`, and returns its completion; for an interprocess
    * event, also a new generation of the shared records, in `generation`. */
-  std::shared_ptr<EventCompletion> startRecord(uint64_t* generation = nullptr);
+  std::shared_ptr<EventCompletion> startRecord(
+      std::shared_ptr<const CpuSlot> recorderCpu,
+      uint64_t* generation = nullptr);
 
   /** The most recent record of this process, or nullptr if never recorded.
    */

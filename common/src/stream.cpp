@@ -3,6 +3,7 @@
 #include "config.h"
 #include "lifecycle.h"
 #include "memory.h"
+#include "spin.h"
 
 #include <pthread.h>
 
@@ -78,8 +79,7 @@ void Stream::runWorker() {
   isStreamWorker = true;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    workAvailable_.wait(lock,
-                        [&] { return !queue_.empty() || stopRequested_; });
+    waitForWork(lock); // LITERALINCLUDE EMPHASIZE
     if (queue_.empty()) {
       // Stopping, and everything enqueued before the stop has run.
       workerExited_ = true;
@@ -89,7 +89,9 @@ void Stream::runWorker() {
     // LITERALINCLUDE EMPHASIZE NEXT
     std::unique_ptr<Operation> operation = std::move(queue_.front());
     queue_.pop_front();
+    queueLength_.store(queue_.size(), std::memory_order_relaxed);
     lock.unlock();
+    workerCpu_->publish();
     // NB: the operation is destroyed (kernel arguments released) before it
     // counts as finished, so that a synchronize also covers the deleter.
     // LITERALINCLUDE EMPHASIZE NEXT
@@ -97,6 +99,31 @@ void Stream::runWorker() {
     lock.lock();
     finishLocked(std::move(outcome)); // LITERALINCLUDE EMPHASIZE
   }
+}
+
+void Stream::waitForWork(std::unique_lock<std::mutex>& lock) {
+  const auto hasWork = [&] { return !queue_.empty() || stopRequested_; };
+  if (hasWork()) {
+    return;
+  }
+  // NB: the next launch often comes within microseconds (a host thread
+  // issuing operator after operator). Spinning on the queue's length, with
+  // the lock released, takes it without a system call on either side; the
+  // spin is bounded, so an idle stream's worker sleeps soon after.
+  lock.unlock();
+  // LITERALINCLUDE EMPHASIZE NEXT 4
+  spinUntil(
+      [&] {
+        return queueLength_.load(std::memory_order_relaxed) != 0 ||
+               stopRequested_.load(std::memory_order_relaxed);
+      },
+      &launcherCpu_, workerCpu_.get());
+  lock.lock();
+  // NB: set under the lock, before the wait releases it: an enqueue() that
+  // comes after sees it and wakes the worker, so no wake-up is lost.
+  workerSleeping_ = true; // LITERALINCLUDE EMPHASIZE
+  workAvailable_.wait(lock, hasWork);
+  workerSleeping_ = false;
 }
 
 Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
@@ -154,8 +181,13 @@ void Stream::finishLocked(Outcome outcome) {
     carry(failures_,
           {std::make_shared<Failure>(std::move(outcome.message)), false});
   }
-  ++finishedCount_; // LITERALINCLUDE EMPHASIZE
-  workFinished_.notify_all();
+  // NB: a release store: a waiter that sees the count (spinning, without
+  // the lock) sees everything the operation wrote too.
+  finishedCount_.store(finishedCount_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_release); // LITERALINCLUDE EMPHASIZE
+  if (sleepingWaiters_ > 0) {
+    workFinished_.notify_all();
+  }
 }
 
 accinteError_t Stream::takeFailuresLocked() {
@@ -166,11 +198,21 @@ accinteError_t Stream::takeFailuresLocked() {
 // LITERALINCLUDE END: EMULATOR_STREAM_WORKER
 
 uint64_t Stream::enqueue(std::unique_ptr<Operation> operation) {
+  launcherCpu_.publish();
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t ticket = ++enqueuedCount_;
   if (!workerExited_) {
     queue_.push_back(std::move(operation));
-    workAvailable_.notify_one();
+    queueLength_.store(queue_.size(), std::memory_order_relaxed);
+    // NB: a worker that spins takes the operation by itself; only a
+    // sleeping one needs the system call that wakes it, made after the
+    // unlock so that it does not wake into a held lock. The caller holds
+    // the stream, so it outlives the call.
+    const bool wake = std::exchange(workerSleeping_, false);
+    lock.unlock();
+    if (wake) {
+      workAvailable_.notify_one();
+    }
     return ticket;
   }
   // No worker (the process is exiting): run in place. Nothing can be queued
@@ -183,9 +225,23 @@ uint64_t Stream::enqueue(std::unique_ptr<Operation> operation) {
 }
 
 void Stream::waitUntilFinished(uint64_t ticket) {
+  // NB: the acquire load pairs with finishLocked()'s release store: once
+  // the ticket reads finished, so do the operation's writes (a copy's
+  // result, its status). The failures are read under the lock later.
+  if (spinUntil(
+          [&] {
+            return finishedCount_.load(std::memory_order_acquire) >= ticket;
+          },
+          workerCpu_.get())) {
+    return;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  workFinished_.wait(
-      lock, [&] { return finishedCount_ >= ticket || workerAbandoned_; });
+  ++sleepingWaiters_;
+  workFinished_.wait(lock, [&] {
+    return finishedCount_.load(std::memory_order_relaxed) >= ticket ||
+           workerAbandoned_;
+  });
+  --sleepingWaiters_;
 }
 
 void Stream::waitIdle() {
@@ -202,8 +258,9 @@ accinteError_t Stream::query() {
   ACCINTE_RETURN_IF_ERROR(takeFailuresLocked());
   // NB: compared with the *finished* count, not the queue: an operation that
   // has been dequeued but is still running is not done.
-  return finishedCount_ == enqueuedCount_ ? accinteSuccess
-                                          : accinteErrorNotReady;
+  return finishedCount_.load(std::memory_order_relaxed) == enqueuedCount_
+             ? accinteSuccess
+             : accinteErrorNotReady;
 }
 
 accinteError_t Stream::synchronize() {

@@ -1,11 +1,13 @@
 #pragma once
 
 #include "failure.h"
+#include "spin.h"
 #include "telemetry.h"
 #include "trace.h"
 
 #include <accinte/runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -131,12 +133,18 @@ class Stream {
   bool isDefault() const {
     return isDefault_;
   }
+  /** Where the worker publishes the CPU it runs on, for the threads that
+   * wait for it (spinUntil()); shared, since an event record may outlive
+   * the stream. */
+  std::shared_ptr<const CpuSlot> workerCpu() const {
+    return workerCpu_;
+  }
 
   /** Appends `operation` and returns its ticket. */
   uint64_t enqueue(std::unique_ptr<Operation> operation);
 
-  /** Blocks until the operation with `ticket` (and all before it) finished.
-   */
+  /** Blocks until the operation with `ticket` (and all before it) finished:
+   * spins for the process's spin bound (spinUntil()), then sleeps. */
   void waitUntilFinished(uint64_t ticket);
 
   /** Blocks until everything enqueued so far has finished; reports nothing,
@@ -169,6 +177,11 @@ class Stream {
   /** The worker thread's loop. */
   void runWorker();
 
+  /** On the worker, with `lock` (on mutex_) held: returns once the queue
+   * has an operation or a stop was requested, having spun (with the lock
+   * released), then slept, while neither is the case. */
+  void waitForWork(std::unique_lock<std::mutex>& lock);
+
   /** What became of one operation. */
   struct Outcome {
     accinteError_t status;
@@ -194,12 +207,29 @@ class Stream {
   std::condition_variable workAvailable_;
   std::condition_variable workFinished_;
   std::deque<std::unique_ptr<Operation>> queue_;
+  /** queue_.size(), for the worker's spin, which reads it without mutex_.
+   * Written under mutex_. */
+  std::atomic<size_t> queueLength_{0};
   uint64_t enqueuedCount_ = 0;
-  uint64_t finishedCount_ = 0;
+  /** How many operations finished. Written under mutex_ (a release store);
+   * a waiter's spin reads it without mutex_ (an acquire load). */
+  std::atomic<uint64_t> finishedCount_{0};
   /** The failures not reported when the stream last reported, oldest
    * first. */
   CarriedFailures failures_;
-  bool stopRequested_ = false;
+  /** Written under mutex_; the worker's spin reads it without. */
+  std::atomic<bool> stopRequested_{false};
+  /** True while the worker sleeps (or is about to) on workAvailable_: only
+   * then does enqueue() wake it. Needs mutex_. */
+  bool workerSleeping_ = false;
+  /** How many threads sleep on workFinished_ for a ticket: the worker wakes
+   * them only if there are any. Needs mutex_. */
+  int sleepingWaiters_ = 0;
+  /** The CPU of the worker, published when it starts an operation and while
+   * it spins. */
+  const std::shared_ptr<CpuSlot> workerCpu_ = std::make_shared<CpuSlot>();
+  /** The CPU of the thread that enqueued last. */
+  CpuSlot launcherCpu_;
   /** True once the worker will run no more operations (or never existed). */
   bool workerExited_ = false;
   /** True once the exit hook gave up on a worker stuck in a kernel: waiting

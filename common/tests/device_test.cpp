@@ -182,4 +182,13 @@ TEST(Config, MalformedDeviceMemoryIsAnInitializationError) {
   }
 }
 
+TEST(Config, MalformedSpinIsAnInitializationError) {
+  for (const char* value : {"-1", "abc", "5us", " 5", "1.5", "1000001",
+                            "99999999999999999999999"}) {
+    EXPECT_EQ(
+        runScenario("BadConfig", {std::string("ACCINTE_SPIN_US=") + value}), 0)
+        << "ACCINTE_SPIN_US=" << value;
+  }
+}
+
 } // namespace
