@@ -1,9 +1,9 @@
 """The benchmarks before and after chapter 09, as a Markdown table.
 
-Both columns are `make bench` runs of the final stage on the same machine:
-``bench_before.json`` (beside this script) was measured without chapter 09,
-``docs/output/bench_results.json`` (the performance page's snapshot) with
-it. Each cell is the accinte/CPU ratio: time ratios (×) lower is better,
+Both columns are `make bench` runs on the same idle machine, one after the
+other: ``bench_before.json`` (beside this script) of stage 08, the stage
+before this chapter, ``docs/output/bench_results.json`` (the performance
+page's snapshot) of the final stage. Each cell is the accinte/CPU ratio: time ratios (×) lower is better,
 bandwidth ratios higher.
 """
 
