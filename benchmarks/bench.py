@@ -331,20 +331,8 @@ def cnn_training_step() -> Steps:
     module = workloads()
     torch.default_generator.manual_seed(3)
     cpu_model = module.SmallCNN()
-    device_model = copy.deepcopy(cpu_model).to("accinte")
     inputs, targets = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
-
-    def trainer(model, x, y):
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-        def step():
-            optimizer.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-        return step
-
-    return (trainer(device_model, inputs.to("accinte"), targets.to("accinte")),
-            trainer(cpu_model, inputs, targets))
+    return classifier_steps(cpu_model, inputs, targets, lr=0.01, momentum=0.9)
 
 
 def mlp_training_step() -> Steps:
@@ -357,13 +345,20 @@ def mlp_training_step() -> Steps:
         torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
         torch.nn.Linear(1024, 10),
     )
+    inputs, targets = torch.randn(256, 1024), torch.randint(0, 10, (256,))
+    return classifier_steps(cpu_model, inputs, targets, lr=1e-3)
+
+
+def classifier_steps(cpu_model: torch.nn.Module, inputs: torch.Tensor,
+                     targets: torch.Tensor, **sgd: float) -> Steps:
+    """One SGD step (``sgd`` its options) of a classifier trained with
+    cross-entropy, on accinte and on the CPU."""
     # NB: initialized on the CPU and copied, so both sides train the same
     # model and no stage needs an accinte random generator (chapter 08).
     device_model = copy.deepcopy(cpu_model).to("accinte")
-    inputs, targets = torch.randn(256, 1024), torch.randint(0, 10, (256,))
 
     def trainer(model, x, y):
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        optimizer = torch.optim.SGD(model.parameters(), **sgd)
 
         def step():
             optimizer.zero_grad(set_to_none=True)
