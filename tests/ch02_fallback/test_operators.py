@@ -298,11 +298,11 @@ def test_cpu_scalars_mix_with_device_tensors():
     # Operators that reach the fallback, with a 0-dim CPU tensor first: the
     # fallback's own rule (results on the first tensor's device) would put
     # these results on the CPU.
-    assert takes_the_fallback("aten::where.self")
+    assert takes_the_fallback("aten::hypot.out")
     assert takes_the_fallback("aten::atan2.out")
     cases = [
-        (lambda c, a: torch.where(c, a, -a), torch.tensor(True)),
-        (lambda c, a: torch.where(c, a, -a), torch.tensor(False)),
+        (lambda c, a: torch.hypot(c, a), torch.tensor(0.5)),
+        (lambda c, a: torch.hypot(c, -a), torch.tensor(-2.0)),
         (lambda c, a: torch.atan2(c, a), torch.tensor(0.5)),
         (lambda c, a: torch.maximum(c, a), torch.tensor(0.5)),
     ]
