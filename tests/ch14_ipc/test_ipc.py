@@ -12,6 +12,7 @@ arguments, Pipes and ``forkserver``; and a producer that exits with a tensor
 still in the queue.
 """
 
+import gc
 import multiprocessing
 import multiprocessing.spawn
 from multiprocessing.reduction import ForkingPickler
@@ -155,6 +156,7 @@ def test_release_waits_for_the_consumers_pending_work(consumer):
 
 
 def test_producer_keeps_sent_memory_until_the_consumer_releases_it(consumer):
+    gc.collect()
     torch.accinte.ipc_collect()
     torch.accinte.empty_cache()
     before = torch.accinte.memory_allocated()
@@ -165,13 +167,16 @@ def test_producer_keeps_sent_memory_until_the_consumer_releases_it(consumer):
     # Still held for the consumer: the block is not free, and a new tensor
     # of the same size gets other memory.
     torch.accinte.ipc_collect()
-    assert torch.accinte.memory_allocated() > before
+    held = torch.accinte.memory_allocated()
+    assert held > before
     other = torch.full((1 << 18,), 3.0, device="accinte")
     assert other.data_ptr() != address
     del other
     consumer.call("release", "kept")
     torch.accinte.ipc_collect()
-    assert torch.accinte.memory_allocated() == before
+    # NB: relative to `held`: a small tensor of an earlier test that the
+    # consumer released late may be collected here too, and only lowers it.
+    assert torch.accinte.memory_allocated() <= held - (1 << 20)
 
 
 def test_a_received_tensor_cannot_be_sent_on(consumer):
