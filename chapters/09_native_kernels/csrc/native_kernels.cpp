@@ -90,6 +90,20 @@ Tensor& reluInPlaceMeta(Tensor& self) {
 // launched, and shapes the results as the CPU kernel shapes them; the
 // launch asserts that they match (copyInto).
 
+/**
+ * The options of a normalization's statistics and parameter gradients: the
+ * input's dtype, or float32 for a bfloat16 or half input with float32
+ * parameters, which the CPU kernels accept mixed (and no other mix).
+ */
+template <typename... Parameters>
+at::TensorOptions parameterOptions(In input, const Parameters&... parameters) {
+  const bool mixed = at::native::is_mixed_type(input, parameters...);
+  if (mixed) {
+    at::native::check_mixed_data_type(input, parameters...);
+  }
+  return input.options().dtype(at::native::param_scalar_type(input, mixed));
+}
+
 /** `native_layer_norm`: the result, and the mean and 1/std of each row. */
 std::tuple<Tensor, Tensor, Tensor> layerNormMeta(
     In input, c10::SymIntArrayRef normalized_shape,
@@ -97,20 +111,14 @@ std::tuple<Tensor, Tensor, Tensor> layerNormMeta(
     const std::optional<Tensor>& bias_opt, double) {
   const Tensor weight = weight_opt.value_or(Tensor());
   const Tensor bias = bias_opt.value_or(Tensor());
-  const bool mixed = at::native::is_mixed_type(input, weight, bias);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, bias);
-  }
+  const at::TensorOptions options = parameterOptions(input, weight, bias);
   const at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
   at::native::_check_layer_norm_inputs(input, shape, weight, bias);
   // NB: one statistic per row, kept as a size-1 dimension in place of
-  // each normalized one, in float32 for a bfloat16 or half input with
-  // float32 parameters.
+  // each normalized one.
   std::vector<int64_t> statistics(input.sizes().begin(),
                                   input.sizes().end() - shape.size());
   statistics.resize(input.dim(), 1);
-  const at::TensorOptions options =
-      input.options().dtype(at::native::param_scalar_type(input, mixed));
   return {at::empty(input.sizes(), input.options()),
           at::empty(statistics, options), at::empty(statistics, options)};
 }
@@ -123,10 +131,7 @@ std::tuple<Tensor, Tensor, Tensor> layerNormBackwardMeta(
     const std::optional<Tensor>& bias_opt, std::array<bool, 3> output_mask) {
   const Tensor weight = weight_opt.value_or(Tensor());
   const Tensor bias = bias_opt.value_or(Tensor());
-  const bool mixed = at::native::is_mixed_type(input, weight, bias);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, bias);
-  }
+  parameterOptions(input, weight, bias); // the mixed-dtype check
   at::native::_check_layer_norm_inputs(
       input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias);
   TORCH_CHECK(grad_out.sizes() == input.sizes(),
@@ -309,14 +314,8 @@ std::tuple<Tensor, Tensor, Tensor> batchNormMeta(
                                                  {"bias", bias},
                                                  {"running_mean", running_mean},
                                                  {"running_var", running_var}});
-  const bool mixed =
-      at::native::is_mixed_type(input, weight, bias, running_mean, running_var);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, bias, running_mean,
-                                      running_var);
-  }
   const at::TensorOptions statistics =
-      input.options().dtype(at::native::param_scalar_type(input, mixed));
+      parameterOptions(input, weight, bias, running_mean, running_var);
   return {at::empty(input.sizes(), input.options().memory_format(
                                        input.suggest_memory_format())),
           at::empty({training ? channels : 0}, statistics),
@@ -347,14 +346,8 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackwardMeta(
                             {"running_var", train ? Tensor() : running_var},
                             {"save_mean", train ? save_mean : Tensor()},
                             {"save_invstd", train ? save_invstd : Tensor()}});
-  const bool mixed = at::native::is_mixed_type(
+  const at::TensorOptions parameters = parameterOptions(
       input, weight, running_mean, running_var, save_mean, save_invstd);
-  if (mixed) {
-    at::native::check_mixed_data_type(input, weight, running_mean, running_var,
-                                      save_mean, save_invstd);
-  }
-  const at::TensorOptions parameters =
-      input.options().dtype(at::native::param_scalar_type(input, mixed));
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
     grad_input =
