@@ -1,0 +1,99 @@
+"""What a conformance check is: the kit's only shared vocabulary.
+
+A *section* is one integration mechanism, named as the guide's chapter that
+adds it. A *check* is a function ``check(ctx)`` that exercises the
+mechanism through public PyTorch APIs and the device name only, compares
+with the CPU or with documented CUDA behaviour, and raises on a
+difference. Each check belongs to one chapter (its section's unless it
+says otherwise): the stage contract is that a check passes on stage NN
+exactly when its chapter is <= NN.
+
+Nothing here, and nothing in ``sections/``, may import ``torch_accinte``
+or know the name ``accinte``: the kit runs against any PrivateUse1 backend
+(``--device NAME --package PKG``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Callable, Optional
+
+import torch
+
+
+class Skip(Exception):
+    """Raised by a check that cannot run here (a reason, not a failure):
+    for example a distributed check on a machine with one CPU."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a check is given."""
+
+    #: The device type the backend renamed PrivateUse1 to (``"accinte"``).
+    device: str
+    #: The Python package imported before the checks run, or None when the
+    #: backend loads with ``import torch`` alone (autoload).
+    package: Optional[str]
+
+    def dev(self, index: int = 0) -> torch.device:
+        """``torch.device(NAME, index)``."""
+        return torch.device(self.device, index)
+
+    @property
+    def module(self):
+        """The device module, ``torch.NAME`` (None if it is not registered)."""
+        return getattr(torch, self.device, None)
+
+    def child_env(self) -> dict:
+        """The environment for a fresh interpreter that must see the same
+        backend as this one: this process's ``sys.path`` as PYTHONPATH."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        return env
+
+    def child_argv(self, code: str) -> list:
+        """``[python, -c, code]`` for a fresh interpreter; ``code`` imports
+        the package itself if it needs it (see :attr:`package`)."""
+        return [sys.executable, "-c", code]
+
+
+@dataclasses.dataclass
+class Check:
+    """One check, as registered by :meth:`Section.check`."""
+
+    name: str
+    function: Callable[[Context], None]
+    chapter: str
+    #: One line: what is missing in the backend when this check fails.
+    missing: str
+
+
+@dataclasses.dataclass
+class Section:
+    """One mechanism: a chapter number ("01".."14", or "real" for the
+    real-use section), a title, and the line a failure prints."""
+
+    chapter: str
+    title: str
+    missing: str
+    checks: list = dataclasses.field(default_factory=list)
+
+    def check(self, function=None, *, chapter: Optional[str] = None,
+              missing: Optional[str] = None):
+        """Registers ``function`` as a check of this section. ``chapter``:
+        the chapter whose mechanism it needs, when not the section's (a
+        real-use check, or a stream check in the memory section);
+        ``missing``: its own failure line, when the section's says too
+        little."""
+
+        def register(f):
+            self.checks.append(Check(
+                name=f.__name__, function=f,
+                chapter=chapter or self.chapter,
+                missing=missing or self.missing))
+            return f
+
+        return register(function) if function is not None else register
