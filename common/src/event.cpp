@@ -183,12 +183,15 @@ std::chrono::steady_clock::time_point EventCompletion::completedAt() {
 
 // LITERALINCLUDE START: EMULATOR_FAILURE_PROPAGATION
 void enqueueRecord(Stream& stream, std::shared_ptr<EventCompletion> record) {
-  // NB: runs on the stream's own worker, so the stream outlives it, and it
-  // sees every failure of the work enqueued before it.
-  stream.enqueue(makeOperation([record = std::move(record), &stream] {
-    record->complete(stream.carriedFailures()); // LITERALINCLUDE EMPHASIZE
-    return accinteSuccess;
-  }));
+  // NB: the record does nothing when it runs; it completes once its stream
+  // counts it finished, with every failure of the work enqueued before it.
+  std::unique_ptr<Operation> operation =
+      makeOperation([] { return accinteSuccess; });
+  operation->setFinishedHook(
+      [record = std::move(record)](const CarriedFailures& failures) {
+        record->complete(failures); // LITERALINCLUDE EMPHASIZE
+      });
+  stream.enqueue(std::move(operation));
 }
 
 void enqueueWait(Stream& stream, std::shared_ptr<EventCompletion> record) {
@@ -210,13 +213,15 @@ void enqueueInterprocessRecord(Stream& stream,
                                std::shared_ptr<EventCompletion> record,
                                std::shared_ptr<SharedEventState> shared,
                                uint64_t generation) {
-  stream.enqueue(
-      makeOperation([record = std::move(record), shared = std::move(shared),
-                     generation, &stream] {
-        record->complete(stream.carriedFailures());
-        shared->complete(generation);
-        return accinteSuccess;
-      }));
+  std::unique_ptr<Operation> operation =
+      makeOperation([] { return accinteSuccess; });
+  operation->setFinishedHook([record = std::move(record),
+                              shared = std::move(shared),
+                              generation](const CarriedFailures& failures) {
+    record->complete(failures);
+    shared->complete(generation);
+  });
+  stream.enqueue(std::move(operation));
 }
 
 void enqueueInterprocessWait(Stream& stream,

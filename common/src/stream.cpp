@@ -127,7 +127,7 @@ void Stream::waitForWork(std::unique_lock<std::mutex>& lock) {
 }
 
 Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
-  Outcome outcome{accinteErrorLaunchFailure, ""};
+  Outcome outcome{accinteErrorLaunchFailure, "", operation->takeFinishedHook()};
   std::unique_ptr<PendingActivity> activity = operation->takeActivity();
   if (activity) {
     activity->record.start = activityNow();
@@ -160,14 +160,14 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
     operation.reset();
   } catch (const std::exception& error) {
     if (outcome.status == accinteSuccess) {
-      outcome = {
-          accinteErrorLaunchFailure,
-          std::string("releasing a kernel's arguments threw: ") + error.what()};
+      outcome.status = accinteErrorLaunchFailure;
+      outcome.message =
+          std::string("releasing a kernel's arguments threw: ") + error.what();
     }
   } catch (...) {
     if (outcome.status == accinteSuccess) {
-      outcome = {accinteErrorLaunchFailure,
-                 "releasing a kernel's arguments threw"};
+      outcome.status = accinteErrorLaunchFailure;
+      outcome.message = "releasing a kernel's arguments threw";
     }
   }
   return outcome;
@@ -187,6 +187,13 @@ void Stream::finishLocked(Outcome outcome) {
                        std::memory_order_release); // LITERALINCLUDE EMPHASIZE
   if (sleepingWaiters_ > 0) {
     workFinished_.notify_all();
+  }
+  // NB: after the count, so that whoever sees an event's record complete
+  // also finds its stream past the record (a query of the stream right
+  // after the event's says so). Completed from inside the record's own
+  // run(), a thread could see the event complete and the stream still busy.
+  if (outcome.finished) {
+    outcome.finished(unreported(failures_));
   }
 }
 

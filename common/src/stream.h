@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,8 +53,23 @@ class Operation {
     return busy_;
   }
 
+  /** What the stream calls once this operation counts as finished, with the
+   * failures the stream then carries; runs under the stream's lock, so it
+   * must not call back into the stream. */
+  using FinishedHook = std::function<void(const CarriedFailures&)>;
+  /** Makes `hook` run when the operation has finished (an event record
+   * completes its event there). */
+  void setFinishedHook(FinishedHook hook) {
+    finishedHook_ = std::move(hook);
+  }
+  /** The hook to run, if any; leaves none behind. */
+  FinishedHook takeFinishedHook() {
+    return std::move(finishedHook_);
+  }
+
  private:
   BusyMark busy_;
+  FinishedHook finishedHook_;
   /** NB: null unless tracing was on when the operation was enqueued; the
    * worker then tests this one pointer and does nothing more. */
   std::unique_ptr<PendingActivity> activity_;
@@ -187,6 +203,8 @@ class Stream {
     accinteError_t status;
     /** Why it failed ("" on success). */
     std::string message;
+    /** The operation's Operation::FinishedHook, if it has one. */
+    Operation::FinishedHook finished;
   };
 
   /** Runs one operation, turning exceptions into failures. */

@@ -83,6 +83,28 @@ TEST(Event, RecordCompletesWithThePrecedingWork) {
   ASSERT_OK(accinteStreamDestroy(stream));
 }
 
+TEST(Event, ACompleteRecordLeavesItsStreamPastIt) {
+  // A record that completes while its stream still counts it outstanding
+  // would let a program see an event done and the stream, with nothing
+  // enqueued after the record, still busy. The window is microseconds wide,
+  // so the test looks for it many times, the caller spinning on the query
+  // while the worker finishes the record on the other CPU.
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteEventCreate(&event));
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_OK(accinteEventRecord(event, stream));
+    accinteError_t status = accinteErrorNotReady;
+    while ((status = accinteEventQuery(event)) == accinteErrorNotReady) {
+    }
+    ASSERT_OK(status);
+    ASSERT_OK(accinteStreamQuery(stream)) << "after record " << i;
+  }
+  ASSERT_OK(accinteEventDestroy(event));
+  ASSERT_OK(accinteStreamDestroy(stream));
+}
+
 TEST(Event, ElapsedTime) {
   accinteEvent_t start = nullptr;
   accinteEvent_t end = nullptr;
