@@ -34,7 +34,7 @@ PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
-        outputs-check test-final flake-check \
+        outputs-check test-final test-unsanitized flake-check \
         format-check install demo test clean bench bench-snapshot profile-snapshot
 
 help: ## List the targets
@@ -193,6 +193,17 @@ test-final: build ## All tests and the workloads against the final stage, the in
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(FINAL_TESTS)
 
+# What of test-final the sanitized run cannot stand for: the workloads, as
+# users run them, and the install tests, which build with the compilers and
+# pip (no sanitizer runtime preloaded into those). `make test` runs this and
+# test-sanitized instead of test-final: together they are test-final's
+# suite, and its chapter tests run once, sanitized, instead of twice.
+INSTALL_TESTS := tests/ch06_autoload/test_install_states.py \
+                 tests/ch06_autoload/test_autoload.py::test_the_installed_package_autoloads
+test-unsanitized: build ## The workloads and the install tests against the final stage (the rest of test-final is test-sanitized's)
+	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
+	  $(PYTEST) tests/workloads $(INSTALL_TESTS)
+
 # The releases are built one after the other, then their suites run side by
 # side, each in its own trees with its output in COMPAT_LOGS/<version>.log,
 # printed whole once both are done: two suites on two cores, which their
@@ -221,7 +232,7 @@ test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TOR
 # test-stages, whose chapter test runs it reads (TEST_LOGS) instead of
 # running them again.
 TEST_STEPS := docs-check test-emulator test-emulator-sanitized fuzz build test-stages \
-              outputs-check test-final test-sanitized docs-browser-test test-compat
+              outputs-check test-unsanitized test-sanitized docs-browser-test test-compat
 
 test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end
 	@TEST_LOGS=$(STAGE_TEST_LOGS) $(PYTHON) tools/timed_steps.py \
