@@ -34,4 +34,6 @@ def run_ranks(worker, case, tmp_path, world, timeout, env=None, extra_args=()):
 def assert_ok(case, results):
     """Every rank printed ``OK CASE`` and exited cleanly."""
     for rank, (code, out, err) in enumerate(results):
-        assert code == 0 and f"OK {case}" in out, f"rank {rank} exited {code}:\n{out}\n{err}"
+        # NB: whole lines: "OK all_reduce" is part of another case's line.
+        assert code == 0 and f"OK {case}" in out.splitlines(), \
+            f"rank {rank} exited {code}:\n{out}\n{err}"

@@ -2,7 +2,8 @@
 
 Each test starts one process per rank (``worker.py``, on loopback only),
 each on the accinte device of its rank, and waits for both within a bounded
-time. A worker checks its own results against values computed on the CPU,
+time; the cases of ``test_collective`` share one start, one after the other
+in one group. A worker checks its own results against values computed on the CPU,
 so a test passes when every rank prints ``OK CASE`` and exits cleanly.
 What is covered: every collective and reduction, point to point, barrier
 and object collectives, stream ordering (the collective reads what the
@@ -48,9 +49,17 @@ CASES = ["all_reduce", "broadcast_and_reduce", "gathers_and_scatters", "list_col
          "all_reduce_after_a_user_error", "ddp_matches_one_process"]
 
 
+@pytest.fixture(scope="module")
+def collectives(tmp_path_factory):
+    """Every case of CASES, run once by one pair of ranks, in order: each
+    case also runs after the others in one group, as a user's program does
+    (a user's error reported once must not fail the cases after it)."""
+    return run_ranks(",".join(CASES), tmp_path_factory.mktemp("collectives"))
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_collective(case, tmp_path):
-    assert_ok(case, run_ranks(case, tmp_path))
+def test_collective(case, collectives):
+    assert_ok(case, collectives)
 
 
 def test_ddp_under_torchrun():

@@ -520,7 +520,11 @@ def rank_stalls(rank, world, device):
 
 
 def main():
-    name = sys.argv[1]
+    # NB: several cases, comma-separated, run one after the other in one
+    # group (the ranks start once: an interpreter per rank costs more than
+    # most cases); each prints its own OK. A case that fails ends the run.
+    names = sys.argv[1].split(",")
+    name = names[0]
     if len(sys.argv) == 2:  # started by torchrun, which says who is who
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         init_method = "env://"
@@ -541,12 +545,13 @@ def main():
         timeout=STALL_TIMEOUT if name in ("rank_fails", "rank_stalls") else TIMEOUT,
         device_id=device if os.environ.get("ACCL_TEST_BIND_DEVICE") else None)
     try:
-        CASES[name](rank, world, device)
-        torch.accinte.synchronize()
-        # NB: one write: under torchrun the ranks share an unbuffered stdout,
-        # where print()'s separate writes of "OK" and the name interleave.
-        sys.stdout.write(f"OK {name}\n")
-        sys.stdout.flush()
+        for name in names:
+            CASES[name](rank, world, device)
+            torch.accinte.synchronize()
+            # NB: one write: under torchrun the ranks share an unbuffered
+            # stdout, where print()'s separate writes interleave.
+            sys.stdout.write(f"OK {name}\n")
+            sys.stdout.flush()
     finally:
         dist.destroy_process_group()
 
