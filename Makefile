@@ -34,7 +34,7 @@ PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
-        outputs-check test-final flake-check \
+        outputs-check test-final flake-check conformance test-conformance \
         format-check install demo test clean bench bench-snapshot profile-snapshot
 
 help: ## List the targets
@@ -215,13 +215,29 @@ test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TOR
 	  test "$$(cat $(COMPAT_LOGS)/$$version.status)" -eq 0 || failed=1; \
 	done; exit $$failed
 
+# The conformance kit (conformance/, shipped in every stage as
+# torch_accinte.conformance) against each stage of CONFORMANCE_STAGES, each
+# held to the stage contract (--expect-stage NN: the checks of chapters <= NN
+# pass, the later ones fail); reports in CONFORMANCE_DIR/NN.{md,json}.
+# `make test` runs it on TEST_CONFORMANCE_STAGES only: a few stages whose
+# contracts cut through the middle of the kit, and the final one.
+CONFORMANCE_STAGES ?= $(STAGES)
+TEST_CONFORMANCE_STAGES ?= 04 10 $(FINAL_STAGE)
+CONFORMANCE_DIR := $(BUILD)/conformance
+conformance: build ## The conformance kit against every stage (CONFORMANCE_STAGES), checking the stage contract
+	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(CONFORMANCE_STAGES)
+
+test-conformance: build ## The conformance kit against stages TEST_CONFORMANCE_STAGES (what `make test` runs)
+	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(TEST_CONFORMANCE_STAGES)
+
 # What `make test` runs, in order; each step is a target. tools/timed_steps.py
 # runs them one by one, stops at the first that fails and ends, pass or
 # fail, with a table of each step's seconds. outputs-check comes after
 # test-stages, whose chapter test runs it reads (TEST_LOGS) instead of
 # running them again.
 TEST_STEPS := docs-check test-emulator test-emulator-sanitized fuzz build test-stages \
-              outputs-check test-final test-sanitized docs-browser-test test-compat
+              outputs-check test-final test-conformance test-sanitized docs-browser-test \
+              test-compat
 
 test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end
 	@TEST_LOGS=$(STAGE_TEST_LOGS) $(PYTHON) tools/timed_steps.py \
