@@ -185,10 +185,11 @@ test-stages: build ## Each chapter's tests against its own stage
 	  test "$$exit_status" -eq 0 || exit "$$exit_status"; \
 	done
 
-# Every chapter's tests and the real workloads (tests/workloads), against
+# Every chapter's tests, the real workloads (tests/workloads) and the
+# conformance kit's own tests (tests/conformance), against
 # the final stage. NB: the install into a fresh venv builds with setup.py in
 # build/cmake, the installed torch's tree: it runs only without TORCH_VERSION.
-FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads
+FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads tests/conformance
 test-final: build ## All tests and the workloads against the final stage, the install into a fresh venv included
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(FINAL_TESTS)

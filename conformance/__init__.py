@@ -149,6 +149,7 @@ def _worker(args) -> int:
         except Exception as error:  # noqa: BLE001
             send(environment={"error": _first_line(error)})
 
+    # LITERALINCLUDE START: KIT_WORKER_LOOP
     for index in range(args.start, len(plan)):
         entry, check = plan[index], checks[index]
         send(start=entry["id"])
@@ -183,6 +184,7 @@ def _worker(args) -> int:
                         pass
         result["seconds"] = round(time.monotonic() - began, 3)
         send(result=result)
+    # LITERALINCLUDE END: KIT_WORKER_LOOP
     send(done=True)
     out.close()
     # NB: the checks' own threads (a hung one, a backend's) must not keep the
@@ -248,12 +250,13 @@ def _run_workers(args, echo) -> Run:
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
         os.close(write_fd)
-        reader = os.fdopen(read_fd, "r")
+        reader = os.fdopen(read_fd, "rb", buffering=0)
         current = None
         deadline = time.monotonic() + args.timeout
         done = False
-        buffer = ""
+        buffer = b""
         problem = None
+        # LITERALINCLUDE START: KIT_WATCH
         while True:
             remaining = deadline - time.monotonic()
             ready, _, _ = select.select([reader], [], [], max(remaining, 0))
@@ -264,13 +267,13 @@ def _run_workers(args, echo) -> Run:
                 except ProcessLookupError:
                     pass
                 break
-            chunk = os.read(read_fd, 65536).decode()
+            chunk = os.read(read_fd, 65536)
             if not chunk:
                 break
             buffer += chunk
-            while "\n" in buffer:
-                line, buffer = buffer.split("\n", 1)
-                message = json.loads(line)
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                message = json.loads(line.decode())
                 if "plan" in message:
                     if not run.plan:
                         run.plan = message["plan"]
@@ -286,6 +289,7 @@ def _run_workers(args, echo) -> Run:
                     current = None
                 elif message.get("done"):
                     done = True
+        # LITERALINCLUDE END: KIT_WATCH
         reader.close()
         try:
             returncode = proc.wait(timeout=30)
