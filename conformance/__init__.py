@@ -33,6 +33,8 @@ from typing import Optional
 
 #: Seconds a check may run before the kit gives up on it.
 DEFAULT_TIMEOUT = 120.0
+#: Seconds the worker may take to import torch, the backend and the sections.
+STARTUP_TIMEOUT = 300.0
 
 
 # ---------------------------------------------------------------------------
@@ -212,7 +214,7 @@ class Run:
 
 def _kit_module() -> str:
     """The name the worker is started with: ``conformance``, or
-    ``torch_accinte.conformance`` when the kit ships inside a backend."""
+    ``PACKAGE.conformance`` when the kit ships inside a backend."""
     return __name__
 
 
@@ -252,7 +254,9 @@ def _run_workers(args, echo) -> Run:
         os.close(write_fd)
         reader = os.fdopen(read_fd, "rb", buffering=0)
         current = None
-        deadline = time.monotonic() + args.timeout
+        # NB: until its first check starts, the worker imports torch and the
+        # backend, which a loaded machine may take longer than one check.
+        deadline = time.monotonic() + max(args.timeout, STARTUP_TIMEOUT)
         done = False
         buffer = b""
         problem = None
@@ -261,7 +265,8 @@ def _run_workers(args, echo) -> Run:
             remaining = deadline - time.monotonic()
             ready, _, _ = select.select([reader], [], [], max(remaining, 0))
             if not ready:
-                problem = f"no result within {args.timeout:g} s: the check hangs"
+                problem = (f"no result within {args.timeout:g} s: the check hangs"
+                           if current else "the worker did not start in time")
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
