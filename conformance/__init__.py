@@ -144,6 +144,16 @@ def _worker(args) -> int:
             importlib.import_module(args.package)
         except Exception as error:  # noqa: BLE001
             import_error = f"import {args.package} failed: {_first_line(error)}"
+    if import_error is None:
+        import torch
+
+        name = torch._C._get_privateuse1_backend_name()
+        if name != args.device:
+            # NB: then every check would fail on torch.device(NAME) alone;
+            # one line that says why reads better.
+            import_error = (f"PrivateUse1 is named {name!r}, not {args.device!r}: "
+                            + (f"{args.package} does not rename it" if args.package else
+                               "no package imported (--package) and no backend autoloaded"))
     ctx = Context(device=args.device, package=args.package)
     if args.start == 0:
         try:
