@@ -34,7 +34,7 @@ PYTEST := $(PYTHON) -m pytest -q
 
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
-        outputs-check test-final test-unsanitized flake-check \
+        outputs-check test-final test-unsanitized flake-check conformance test-conformance \
         format-check install demo test clean bench bench-snapshot profile-snapshot
 
 help: ## List the targets
@@ -185,24 +185,26 @@ test-stages: build ## Each chapter's tests against its own stage
 	  test "$$exit_status" -eq 0 || exit "$$exit_status"; \
 	done
 
-# Every chapter's tests and the real workloads (tests/workloads), against
+# Every chapter's tests, the real workloads (tests/workloads) and the
+# conformance kit's own tests (tests/conformance), against
 # the final stage. NB: the install into a fresh venv builds with setup.py in
 # build/cmake, the installed torch's tree: it runs only without TORCH_VERSION.
-FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads
+FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads tests/conformance
 test-final: build ## All tests and the workloads against the final stage, the install into a fresh venv included
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(FINAL_TESTS)
 
-# What of test-final the sanitized run cannot stand for: the workloads, as
-# users run them, and the install tests, which build with the compilers and
-# pip (no sanitizer runtime preloaded into those). `make test` runs this and
-# test-sanitized instead of test-final: together they are test-final's
-# suite, and its chapter tests run once, sanitized, instead of twice.
+# What of test-final the sanitized run cannot stand for: the workloads and
+# the conformance kit's tests, as users run them, and the install tests,
+# which build with the compilers and pip (no sanitizer runtime preloaded
+# into those). `make test` runs this and test-sanitized instead of
+# test-final: together they are test-final's suite, and its chapter tests
+# run once, sanitized, instead of twice.
 INSTALL_TESTS := tests/ch06_autoload/test_install_states.py \
                  tests/ch06_autoload/test_autoload.py::test_the_installed_package_autoloads
-test-unsanitized: build ## The workloads and the install tests against the final stage (the rest of test-final is test-sanitized's)
+test-unsanitized: build ## The workloads, the kit's and the install tests against the final stage (the rest of test-final is test-sanitized's)
 	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
-	  $(PYTEST) tests/workloads $(INSTALL_TESTS)
+	  $(PYTEST) tests/workloads tests/conformance $(INSTALL_TESTS)
 
 # The releases are built one after the other, then their suites run side by
 # side, each in its own trees with its output in COMPAT_LOGS/<version>.log,
@@ -226,13 +228,29 @@ test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TOR
 	  test "$$(cat $(COMPAT_LOGS)/$$version.status)" -eq 0 || failed=1; \
 	done; exit $$failed
 
+# The conformance kit (conformance/, shipped in every stage as
+# torch_accinte.conformance) against each stage of CONFORMANCE_STAGES, each
+# held to the stage contract (--expect-stage NN: the checks of chapters <= NN
+# pass, the later ones fail); reports in CONFORMANCE_DIR/NN.{md,json}.
+# `make test` runs it on TEST_CONFORMANCE_STAGES only: a few stages whose
+# contracts cut through the middle of the kit, and the final one.
+CONFORMANCE_STAGES ?= $(STAGES)
+TEST_CONFORMANCE_STAGES ?= 04 10 $(FINAL_STAGE)
+CONFORMANCE_DIR := $(BUILD)/conformance
+conformance: build ## The conformance kit against every stage (CONFORMANCE_STAGES), checking the stage contract
+	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(CONFORMANCE_STAGES)
+
+test-conformance: build ## The conformance kit against stages TEST_CONFORMANCE_STAGES (what `make test` runs)
+	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(TEST_CONFORMANCE_STAGES)
+
 # What `make test` runs, in order; each step is a target. tools/timed_steps.py
 # runs them one by one, stops at the first that fails and ends, pass or
 # fail, with a table of each step's seconds. outputs-check comes after
 # test-stages, whose chapter test runs it reads (TEST_LOGS) instead of
 # running them again.
 TEST_STEPS := docs-check test-emulator test-emulator-sanitized fuzz build test-stages \
-              outputs-check test-unsanitized test-sanitized docs-browser-test test-compat
+              outputs-check test-unsanitized test-conformance test-sanitized docs-browser-test \
+              test-compat
 
 test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end
 	@TEST_LOGS=$(STAGE_TEST_LOGS) $(PYTHON) tools/timed_steps.py \

@@ -78,6 +78,7 @@ KEYWORD = "LITERAL" + "INCLUDE"
 SOURCE_DIRS = (
     "common",
     "chapters",
+    "conformance",
     "examples",
     "tests",
     "benchmarks",

@@ -315,6 +315,13 @@ def test_the_installed_package_autoloads(tmp_path):
     )
     assert quickstart.returncode == 0, quickstart.stdout + quickstart.stderr
     assert "round trip via accinte:0 and accinte:1 is exact" in quickstart.stdout
+    # The package ships the conformance kit (docs/conformance.md).
+    kit = subprocess.run(
+        [python, "-m", "torch_accinte.conformance", "--help"], capture_output=True,
+        text=True, cwd=_EMPTY.name, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert kit.returncode == 0 and "--expect-stage" in kit.stdout, kit.stdout + kit.stderr
     if "08_generator" in torch_accinte.loaded_chapters:  # the whole backend
         assert "training accuracy on accinte" in quickstart.stdout
 

@@ -1,0 +1,222 @@
+"""The conformance kit (conformance/) against the stage under test.
+
+The kit must know no backend: its code names no device and imports
+nothing of torch_accinte (an AST check of its sources). To show that from the outside
+too, these tests run it against a copy of the stage renamed through and
+through: package ``torch_kitdev``, device ``kitdev`` (the name is set only
+in the package's Python, by ``torch.utils.rename_privateuse1_backend``, so
+the copy's Python files are all that changes). The same copy with one
+chapter's plugin emptied is a broken backend, whose failures the report must
+name; and a copy of the kit with a check that hangs and one that crashes
+shows that the runner records both and carries on.
+"""
+
+import ast
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch_accinte
+
+from conftest import hermetic_python
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+KIT = ROOT / "conformance"
+STAGE = torch_accinte.loaded_chapters[-1][:2]
+STAGE_PYTHON = pathlib.Path(torch_accinte.__file__).resolve().parents[1]
+
+#: What the kit may import: the standard library, torch, and itself.
+ALLOWED_TOP_LEVEL = {"torch"} | set(sys.stdlib_module_names)
+
+
+def _kit_sources():
+    return sorted(KIT.rglob("*.py"))
+
+
+def test_the_kit_imports_nothing_of_a_backend():
+    """Every import of the kit is the standard library, torch or the kit
+    itself (relative), never torch_accinte."""
+    for path in _kit_sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in ALLOWED_TOP_LEVEL, (
+                    f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+
+
+def _docstrings(tree) -> set:
+    """The string constants that are docstrings (prose, which may give
+    accinte as an example)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _code_words(node):
+    """What a node of code spells: a string constant, a name, an attribute,
+    an argument, a keyword, an import, a definition."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    for field in ("id", "attr", "arg", "name", "module", "asname"):
+        value = getattr(node, field, None)
+        if isinstance(value, str):
+            yield value
+
+
+def test_the_kit_never_names_the_device():
+    """No code of the kit (strings, names, attributes, imports; docstrings
+    and comments are prose) says "accinte": the device and package names
+    come from --device and --package."""
+    for path in _kit_sources():
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue
+            for word in _code_words(node):
+                assert not re.search("accinte", word, re.IGNORECASE), (
+                    f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')} names the "
+                    f"device: {word!r}")
+
+
+def test_the_stage_ships_the_kit():
+    """The stage's package holds a copy of the kit identical to conformance/
+    (so that the pip-installed backend ships it too)."""
+    shipped = STAGE_PYTHON / "torch_accinte" / "conformance"
+    for path in _kit_sources():
+        copy = shipped / path.relative_to(KIT)
+        assert copy.exists(), f"the stage lacks {copy.relative_to(STAGE_PYTHON)}"
+        assert copy.read_bytes() == path.read_bytes(), f"{copy} differs from {path}"
+
+
+def _renamed_stage(target: pathlib.Path, package: str, device: str) -> pathlib.Path:
+    """A copy of the stage under test whose package is ``package`` and whose
+    device is ``device``: every "accinte" of its Python files, entry point
+    and metadata replaced, the files holding it renamed."""
+    shutil.copytree(STAGE_PYTHON, target, symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for path in sorted(target.iterdir()):
+        if "torch_accinte" in path.name:
+            path.rename(path.with_name(path.name.replace("torch_accinte", package)))
+    for path in target.rglob("*"):
+        if path.is_file() and (path.suffix in (".py", ".txt")
+                               or path.name in ("METADATA", "RECORD")):
+            text = path.read_text()
+            text = text.replace("torch_accinte", package).replace("accinte", device)
+            path.write_text(text.replace("Accinte", device.capitalize()))
+    return target
+
+
+def _run_kit(stage_python: pathlib.Path, package: str, device: str, *args,
+             cwd: pathlib.Path, module: str | None = None, timeout: float = 600):
+    env = dict(os.environ, PYTHONPATH=str(stage_python))
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    argv = [hermetic_python(), "-m", module or f"{package}.conformance", "--device", device,
+            "--package", package, *args]
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def renamed(tmp_path_factory):
+    """The stage under test as package ``torch_kitdev``, device ``kitdev``."""
+    return _renamed_stage(tmp_path_factory.mktemp("renamed") / "python",
+                          "torch_kitdev", "kitdev")
+
+
+def test_the_kit_holds_a_renamed_backend_to_the_stage_contract(renamed, tmp_path):
+    """``python -m torch_kitdev.conformance --device kitdev --package
+    torch_kitdev --expect-stage NN`` holds, and the report names kitdev."""
+    result = _run_kit(renamed, "torch_kitdev", "kitdev", "--expect-stage", STAGE,
+                      "--report", str(tmp_path / "report.md"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"stage {STAGE}: the stage contract holds" in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["device"] == "kitdev"
+    assert report["environment"]["privateuse1_name"] == "kitdev"
+    assert "`kitdev:0`" in (tmp_path / "report.md").read_text()
+    statuses = {check["status"] for check in report["checks"]
+                if check["chapter"].isdigit() and int(check["chapter"]) <= int(STAGE)}
+    assert "failed" not in statuses
+
+
+def test_a_broken_backend_fails_with_the_missing_mechanism(renamed, tmp_path):
+    """The renamed stage with chapter 05's Python plugin emptied (no
+    ``get_amp_supported_dtype``: autocast refuses the device) fails every
+    autocast check with the section's missing line, and breaks the stage
+    contract, which --expect-stage lists check by check."""
+    broken = tmp_path / "python"
+    shutil.copytree(renamed, broken)
+    (broken / "torch_kitdev" / "_chapters" / "05_amp.py").write_text('"""Emptied."""\n')
+    result = _run_kit(broken, "torch_kitdev", "kitdev", "--sections", "s05",
+                      "--expect-stage", STAGE, "--report", str(tmp_path / "out.md"),
+                      cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "out.json").read_text())
+    (row,) = report["sections"]
+    assert row["status"] == "failed" and row["passed"] == 0
+    missing = "autocast does nothing on the device"
+    assert missing in row["first_failure"]
+    assert missing in (tmp_path / "out.md").read_text()
+    assert result.stdout.count("expected to pass") == len(report["checks"])
+
+
+HANG_AND_CRASH = '''
+import os, signal, time
+from .._api import Section, Skip
+
+SECTION = Section(chapter="01", title="Runner self-test", missing="the runner's own test")
+
+@SECTION.check(missing="a check that hangs")
+def hangs(ctx):
+    time.sleep(3600)
+
+@SECTION.check(missing="a check that crashes")
+def crashes(ctx):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+@SECTION.check
+def skips(ctx):
+    raise Skip("nothing to do here")
+
+@SECTION.check
+def passes(ctx):
+    assert ctx.module.device_count() >= 1
+'''
+
+
+def test_a_check_that_hangs_or_crashes_does_not_take_the_kit_down(tmp_path):
+    """A check past --timeout, and one that kills its process, are each
+    recorded as failed with their missing line; the checks after them run."""
+    kit = tmp_path / "conformance"
+    shutil.copytree(KIT, kit, ignore=shutil.ignore_patterns("__pycache__"))
+    (kit / "sections" / "s00_runner.py").write_text(HANG_AND_CRASH)
+    result = _run_kit(STAGE_PYTHON, "torch_accinte", "accinte", "--timeout", "5",
+                      "--sections", "s00", "--report", str(tmp_path / "out.md"),
+                      module="conformance", cwd=tmp_path, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    checks = {c["check"]: c for c in json.loads((tmp_path / "out.json").read_text())["checks"]}
+    assert checks["hangs"]["status"] == "failed"
+    assert "no result within 5 s" in checks["hangs"]["error"]
+    assert checks["crashes"]["status"] == "failed"
+    assert signal.Signals.SIGSEGV.name in checks["crashes"]["error"]
+    assert checks["skips"]["status"] == "skipped"
+    assert checks["passes"]["status"] == "passed"
+    text = (tmp_path / "out.md").read_text()
+    assert "a check that hangs" in text and "a check that crashes" in text
