@@ -119,8 +119,10 @@ int64_t fusedSdpChoice(const Tensor& query, const Tensor& key,
 void checkAttentionArguments(const char* op, const Tensor& query,
                              const Tensor& key, const Tensor& value,
                              const Tensor& bias) {
-  const std::pair<const char*, const Tensor*> args[] = {
-      {"query", &query}, {"key", &key}, {"value", &value}, {"attn_bias", &bias}};
+  const std::pair<const char*, const Tensor*> args[] = {{"query", &query},
+                                                        {"key", &key},
+                                                        {"value", &value},
+                                                        {"attn_bias", &bias}};
   for (const auto& [name, tensor] : args) {
     if (!tensor->defined()) {
       continue;
@@ -130,9 +132,9 @@ void checkAttentionArguments(const char* op, const Tensor& query,
                 "least two devices, ",
                 query.device(), " and ", tensor->device(),
                 "! (when checking argument ", name, " of aten::", op, ")");
-    TORCH_CHECK(tensor->scalar_type() == query.scalar_type(), op,
-                ": expected ", name, " to have the dtype of query (",
-                query.scalar_type(), "), but got ", tensor->scalar_type());
+    TORCH_CHECK(tensor->scalar_type() == query.scalar_type(), op, ": expected ",
+                name, " to have the dtype of query (", query.scalar_type(),
+                "), but got ", tensor->scalar_type());
   }
   TORCH_CHECK(isFusedDtype(query.scalar_type()), op,
               ": accinte's fused attention takes float32, float16 or "
@@ -338,8 +340,8 @@ void attentionBackward(const Problem& p, const Tensor& grad_out,
         mask(bias, b, h), o(out, b, h), d_o(grad_out, b, h),
         d_q(grad_query, b, h), d_k(grad_key, b, h), d_v(grad_value, b, h),
         d_bias(grad_bias, b, h);
-    const float* lse = logsumexp.const_data_ptr<float>() +
-                       (b * p.heads + h) * p.query_length;
+    const float* lse =
+        logsumexp.const_data_ptr<float>() + (b * p.heads + h) * p.query_length;
     std::vector<acc_t> s(p.key_length), dq(E);
     std::vector<acc_t> dk(p.key_length * E, 0), dv(p.key_length * Ev, 0);
     for (int64_t i = 0; i < p.query_length; ++i) {
@@ -387,15 +389,15 @@ void attentionBackward(const Problem& p, const Tensor& grad_out,
 
 Problem problemOf(const Tensor& query, const Tensor& key, const Tensor& value,
                   bool is_causal, std::optional<double> scale) {
-  return Problem{query.size(0),
-                 query.size(1),
-                 query.size(2),
-                 key.size(2),
-                 query.size(3),
-                 value.size(3),
-                 scale.value_or(1.0 / std::sqrt(static_cast<double>(
-                                          query.size(3)))),
-                 is_causal};
+  return Problem{
+      query.size(0),
+      query.size(1),
+      query.size(2),
+      key.size(2),
+      query.size(3),
+      value.size(3),
+      scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(3)))),
+      is_causal};
 }
 
 /** The bias seen as the scores' shape: a view that broadcasts it. */
@@ -403,8 +405,7 @@ Tensor expandedBias(const Tensor& bias, const Problem& p) {
   if (!bias.defined()) {
     return bias;
   }
-  return bias.expand(
-      {p.batch, p.heads, p.query_length, p.key_length});
+  return bias.expand({p.batch, p.heads, p.query_length, p.key_length});
 }
 
 std::optional<KernelTensor> kernelTensor(const Tensor& tensor) {
@@ -438,10 +439,10 @@ fusedAttention(const Tensor& query, const Tensor& key, const Tensor& value,
                std::optional<double> scale) {
   const Tensor bias = attn_bias.value_or(Tensor());
   checkAttentionArguments(kForward, query, key, value, bias);
-  TORCH_CHECK(dropout_p == 0.0, kForward,
-              ": accinte's fused attention has no dropout (got dropout_p=",
-              dropout_p,
-              "); scaled_dot_product_attention takes the math path for it");
+  TORCH_CHECK(
+      dropout_p == 0.0, kForward,
+      ": accinte's fused attention has no dropout (got dropout_p=", dropout_p,
+      "); scaled_dot_product_attention takes the math path for it");
   TORCH_CHECK(!return_debug_mask, kForward,
               ": return_debug_mask is only for dropout, which accinte's "
               "fused attention does not have");
@@ -468,8 +469,8 @@ fusedAttention(const Tensor& query, const Tensor& key, const Tensor& value,
         });
   }
   const Tensor zero = at::zeros({}, at::dtype(at::kLong));
-  return {out,         logsumexp,   Tensor(), Tensor(), p.query_length,
-          p.key_length, zero,        zero,     Tensor()};
+  return {out,          logsumexp, Tensor(), Tensor(), p.query_length,
+          p.key_length, zero,      zero,     Tensor()};
 }
 // LITERALINCLUDE END: CH09_SDPA_OP
 
@@ -484,10 +485,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
     const Tensor& value, const Tensor& attn_bias,
     std::array<bool, 4> grad_input_mask, const Tensor& out,
     const Tensor& logsumexp, const Tensor& /*cum_seq_q*/,
-    const Tensor& /*cum_seq_k*/, int64_t /*max_q*/,
-    int64_t /*max_k*/, double dropout_p, bool is_causal,
-    const Tensor& /*philox_seed*/, const Tensor& /*philox_offset*/,
-    std::optional<double> scale) {
+    const Tensor& /*cum_seq_k*/, int64_t /*max_q*/, int64_t /*max_k*/,
+    double dropout_p, bool is_causal, const Tensor& /*philox_seed*/,
+    const Tensor& /*philox_offset*/, std::optional<double> scale) {
   checkAttentionArguments(kBackward, query, key, value, attn_bias);
   TORCH_CHECK(dropout_p == 0.0, kBackward,
               ": accinte's fused attention has no dropout (got dropout_p=",
@@ -507,8 +507,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
                   logsumexp.sizes() ==
                       at::IntArrayRef({p.batch, p.heads, p.query_length}),
               kBackward,
-              ": expected the forward's float32 logsumexp of sizes [",
-              p.batch, ", ", p.heads, ", ", p.query_length, "], but got ",
+              ": expected the forward's float32 logsumexp of sizes [", p.batch,
+              ", ", p.heads, ", ", p.query_length, "], but got ",
               logsumexp.scalar_type(), " of sizes ", logsumexp.sizes());
   for (const Tensor* t : {&grad_out, &out, &logsumexp}) {
     TORCH_CHECK(t->device() == query.device(),
@@ -540,16 +540,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fusedAttentionBackward(
     launchOnCurrentStream(
         query.device().index(),
         {d_o.buffer(), q.buffer(), k.buffer(), v.buffer(), o.buffer(),
-         lse.buffer(), d_q.buffer(), d_k.buffer(), d_v.buffer(),
-         bufferOf(mask), bufferOf(d_s)},
+         lse.buffer(), d_q.buffer(), d_k.buffer(), d_v.buffer(), bufferOf(mask),
+         bufferOf(d_s)},
         [=] {
           AT_DISPATCH_FLOATING_TYPES_AND2(
               at::kHalf, at::kBFloat16, dtype, kBackward, [&] {
                 attentionBackward<scalar_t>(
                     p, d_o.cpuView(), q.cpuView(), k.cpuView(), v.cpuView(),
-                    cpuViewOf(mask), o.cpuView(), lse.cpuView(),
-                    d_q.cpuView(), d_k.cpuView(), d_v.cpuView(),
-                    cpuViewOf(d_s));
+                    cpuViewOf(mask), o.cpuView(), lse.cpuView(), d_q.cpuView(),
+                    d_k.cpuView(), d_v.cpuView(), cpuViewOf(d_s));
               });
         });
   }
