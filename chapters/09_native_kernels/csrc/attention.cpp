@@ -15,6 +15,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
@@ -253,14 +254,23 @@ at::opmath_type<scalar_t> scoreRow(const Problem& p, const Slice<scalar_t>& q,
   return max;
 }
 
-/** Runs `slice(b, h)` for every (batch, head), among ATen's threads. */
+/**
+ * Runs `slice(b, h)` for every (batch, head), among ATen's threads: the
+ * kernel's grid, each call one block of it. Slices are grouped so that a
+ * task has about GRAIN_SIZE multiply-adds: a small attention (one token of
+ * `generate`) runs on the worker alone instead of waking every thread.
+ */
 template <typename Body>
 void forEachSlice(const Problem& p, Body&& slice) {
-  at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      slice(n / p.heads, n % p.heads);
-    }
-  });
+  const int64_t work = std::max<int64_t>(
+      1, p.query_length * p.key_length * (p.embedding + p.value_embedding));
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / work);
+  at::parallel_for(0, p.batch * p.heads, grain,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t n = begin; n < end; ++n) {
+                       slice(n / p.heads, n % p.heads);
+                     }
+                   });
 }
 
 // LITERALINCLUDE START: CH09_SDPA_FORWARD
