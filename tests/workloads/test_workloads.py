@@ -14,14 +14,10 @@ from . import workloads
 
 # The operators each workload still runs on the CPU fallback (issue 27), and
 # why: the convolutions are chapter 02's CPU route (chapter 09's page says
-# why), and `index.Tensor` takes its indices as a list of optional tensors,
-# which chapter 09's kernel does not take apart. A workload that takes the
-# fallback for anything else has lost a native kernel: LayerNorm, BatchNorm,
-# dropout's backward, the masks `generate` computes.
+# why). A workload that takes the fallback for anything else has lost a
+# native kernel: LayerNorm, BatchNorm, dropout's backward, the masks
+# `generate` computes, advanced indexing.
 STILL_ON_THE_FALLBACK = {
-    "gpt2_training": {"aten::index.Tensor_out"},
-    "gpt2_generation": {"aten::index.Tensor_out"},
-    "bert_forward": {"aten::index.Tensor_out"},
     "cnn_training": {"aten::convolution", "aten::convolution_backward"},
 }
 
