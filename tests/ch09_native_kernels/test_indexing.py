@@ -122,7 +122,7 @@ def test_a_mask_waits_for_the_work_that_computes_it():
         assert not stream.query()
         gate.open()
         result = self[computed]
-    assert torch.equal(result.cpu(), x[mask])
+        assert torch.equal(result.cpu(), x[mask])
 
 
 @pytest.mark.parametrize("index", [
