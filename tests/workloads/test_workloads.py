@@ -12,20 +12,6 @@ import torch
 from . import workloads
 
 
-# The operators each workload still runs on the CPU fallback (issue 27), and
-# why: the convolutions are chapter 02's CPU route (chapter 09's page says
-# why), and `index.Tensor` takes its indices as a list of optional tensors,
-# which chapter 09's kernel does not take apart. A workload that takes the
-# fallback for anything else has lost a native kernel: LayerNorm, BatchNorm,
-# dropout's backward, the masks `generate` computes.
-STILL_ON_THE_FALLBACK = {
-    "gpt2_training": {"aten::index.Tensor_out"},
-    "gpt2_generation": {"aten::index.Tensor_out"},
-    "bert_forward": {"aten::index.Tensor_out"},
-    "cnn_training": {"aten::convolution", "aten::convolution_backward"},
-}
-
-
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))
 def test_workload_agrees_with_the_cpu(name):
     # NB: the workloads seed; every random state is put back after.
@@ -36,8 +22,10 @@ def test_workload_agrees_with_the_cpu(name):
     for op, calls in sorted(result.fallbacks.items(), key=lambda item: -item[1]):
         print(f"  {op:<40} {calls:>4}")
     result.check()
-    unexpected = set(result.fallbacks) - STILL_ON_THE_FALLBACK.get(name, set())
-    assert not unexpected, f"{result.name}: took the CPU fallback for {sorted(unexpected)}"
+    # NB: every operator of every workload has a native kernel (issue 27); a
+    # fallback call means one was lost.
+    assert not result.fallbacks, (
+        f"{result.name}: took the CPU fallback for {sorted(result.fallbacks)}")
 
 
 def test_a_disagreement_names_the_value():

@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -346,6 +347,27 @@ void convolutionFallback(const c10::OperatorHandle& op,
 }
 // LITERALINCLUDE END: CH02_CONVOLUTION_FORMAT
 
+// The native convolution kernels a later chapter installed, if any.
+// NB: constant-initialized, so installing from another library's static
+// initializer never runs before them.
+std::atomic<BoxedKernel> installed_convolution{nullptr};
+std::atomic<BoxedKernel> installed_convolution_backward{nullptr};
+
+/** `convolution` and `convolution_backward`: the native kernel a later
+ * chapter installed, or else the CPU route. */
+void convolutionKernel(const c10::OperatorHandle& op,
+                       torch::jit::Stack* stack) {
+  const BoxedKernel native =
+      op.schema().operator_name().name == "aten::convolution"
+          ? installed_convolution.load()
+          : installed_convolution_backward.load();
+  if (native != nullptr) {
+    native(op, stack);
+  } else {
+    convolutionFallback(op, stack);
+  }
+}
+
 // LITERALINCLUDE START: CH02_PER_OP_FALLBACK
 // NB: the global fallback sees only operators that have no kernel at all for
 // PrivateUse1. `aten::convolution` has one for every backend: ATen's
@@ -364,6 +386,10 @@ void convolutionFallback(const c10::OperatorHandle& op,
 // `_batch_norm_no_update` (batch norm with the running statistics, not
 // updated) has a kernel for every backend that calls the CPU's batch norm
 // directly, and so raises for any other device.
+//
+// The convolutions' registration is also where a later chapter's native
+// kernels plug in (registerConvolutionKernels): this one stays the
+// operators' PrivateUse1 kernel and hands them on.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
        {"mse_loss", "smooth_l1_loss", "_batch_norm_no_update"}) {
@@ -371,12 +397,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
   for (const char* name : {"convolution", "convolution_backward"}) {
     m.impl(name,
-           torch::CppFunction::makeFromBoxedFunction<&convolutionFallback>());
+           torch::CppFunction::makeFromBoxedFunction<&convolutionKernel>());
   }
 }
 // LITERALINCLUDE END: CH02_PER_OP_FALLBACK
 
 } // namespace
+
+void registerConvolutionKernels(ConvolutionKernels kernels) {
+  installed_convolution.store(kernels.forward);
+  installed_convolution_backward.store(kernels.backward);
+}
 
 std::vector<std::string> nativeOnlyOperators() {
   std::vector<std::string> result;

@@ -12,6 +12,8 @@
  * and waits for the device each time.
  */
 
+#include <01_minimal_ops/csrc/extensions.h>
+
 #include <accinte/export.h>
 
 #include <ATen/core/stack.h>
@@ -44,6 +46,30 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
  * chapter 09's native `fill_` both use it.
  */
 bool fillFromAnotherDevice(torch::jit::Stack* stack);
+
+// LITERALINCLUDE START: CH02_CONVOLUTION_KERNELS
+/**
+ * Native kernels of `aten::convolution` and `aten::convolution_backward`,
+ * which take the place of this chapter's CPU route for them.
+ *
+ * This chapter registers the PrivateUse1 kernel of both operators (the CPU
+ * route, which the dispatcher must find before ATen's composite kernels),
+ * and an operator has one kernel per dispatch key: a later chapter that runs
+ * them natively installs its kernels here instead (chapter 09). Each is
+ * called with the operator's arguments on the stack and leaves its results
+ * there, in the memory format PyTorch predicts for the device, as the CPU
+ * route does.
+ */
+struct ConvolutionKernels {
+  /** Runs `aten::convolution`. */
+  BoxedKernel forward = nullptr;
+  /** Runs `aten::convolution_backward`. */
+  BoxedKernel backward = nullptr;
+};
+
+/** Installs native convolution kernels in place of the CPU route. */
+void registerConvolutionKernels(ConvolutionKernels kernels);
+// LITERALINCLUDE END: CH02_CONVOLUTION_KERNELS
 
 /**
  * The operators (all overloads of each name) that the fallback refuses to

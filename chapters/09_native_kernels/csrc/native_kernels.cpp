@@ -622,6 +622,16 @@ c10::IValue mapTensors(const c10::IValue& value, Map&& map) {
     }
     return mapped;
   }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> mapped;
+    for (const std::optional<at::Tensor>& tensor :
+         value.toOptionalTensorVector()) {
+      mapped.push_back(tensor.has_value() && tensor->defined()
+                           ? std::optional<at::Tensor>(map(*tensor))
+                           : tensor);
+    }
+    return mapped;
+  }
   return value;
 }
 
@@ -641,7 +651,39 @@ void forEachTensorAt(c10::ArrayRef<c10::IValue> values, Visit&& visit) {
           visit(position, static_cast<int64_t>(element), tensor);
         }
       }
+    } else if (value.isOptionalTensorList()) {
+      // `Tensor?[]`: `index.Tensor`'s indices, with None for a dimension
+      // taken whole.
+      const c10::List<std::optional<at::Tensor>> list =
+          value.toOptionalTensorList();
+      for (size_t element = 0; element < list.size(); ++element) {
+        const std::optional<at::Tensor> tensor = list.get(element);
+        if (tensor.has_value() && tensor->defined()) {
+          visit(position, static_cast<int64_t>(element), *tensor);
+        }
+      }
     }
+  }
+}
+
+/** A list argument with a copy of its own list: a c10::List is shared by
+ * every IValue copied from it. Any other value as it is. */
+c10::IValue ownList(const c10::IValue& value) {
+  if (value.isTensorList()) {
+    return value.toTensorList().copy();
+  }
+  if (value.isOptionalTensorList()) {
+    return value.toOptionalTensorList().copy();
+  }
+  return value;
+}
+
+/** Puts `tensor` in element `element` of the list argument `list`. */
+void setListElement(c10::IValue& list, int64_t element, at::Tensor tensor) {
+  if (list.isTensorList()) {
+    list.toTensorList().set(element, std::move(tensor));
+  } else {
+    list.toOptionalTensorList().set(element, std::move(tensor));
   }
 }
 
@@ -723,9 +765,7 @@ class KernelArguments {
   explicit KernelArguments(c10::ArrayRef<c10::IValue> values)
       : values_(values.begin(), values.end()) {
     for (c10::IValue& value : values_) {
-      if (value.isTensorList()) {
-        value = value.toTensorList().copy();
-      }
+      value = ownList(value);
     }
     forEachTensorAt(values, [&](size_t position, int64_t element,
                                 const at::Tensor& tensor) {
@@ -744,7 +784,7 @@ class KernelArguments {
       if (element < 0) {
         values_[position] = held;
       } else {
-        values_[position].toTensorList().set(element, held);
+        setListElement(values_[position], element, held);
       }
     });
   }
@@ -760,9 +800,7 @@ class KernelArguments {
     // NB: a c10::List is shared by every IValue copied from it: each call
     // fills a list of its own.
     for (c10::IValue& value : stack) {
-      if (value.isTensorList()) {
-        value = value.toTensorList().copy();
-      }
+      value = ownList(value);
     }
     for (size_t index = 0; index < slots_.size(); ++index) {
       const Slot& slot = slots_[index];
@@ -770,7 +808,7 @@ class KernelArguments {
       if (slot.element < 0) {
         stack[slot.position] = std::move(view);
       } else {
-        stack[slot.position].toTensorList().set(slot.element, std::move(view));
+        setListElement(stack[slot.position], slot.element, std::move(view));
       }
     }
     return stack;
@@ -1078,6 +1116,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 // LITERALINCLUDE END: CH09_REGISTER
+
+NativeKernel::NativeKernel(std::string_view name, std::string_view out_overload,
+                           c10::KernelFunction meta)
+    : op_(atenOperator(name)) {
+  std::optional<c10::OperatorHandle> out;
+  if (!out_overload.empty()) {
+    out = atenOperator(out_overload);
+  }
+  kernel_ =
+      std::make_shared<CpuKernelOnDevice>(op_, std::move(meta), std::move(out));
+}
+
+void NativeKernel::operator()(torch::jit::Stack* stack) const {
+  (*static_cast<CpuKernelOnDevice*>(kernel_.get()))(
+      op_, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
 
 std::vector<std::string> nativeKernelOperators() {
   std::vector<std::string> names;

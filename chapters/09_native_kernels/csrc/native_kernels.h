@@ -16,7 +16,13 @@
 
 #include <accinte/export.h>
 
+#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace accinte {
@@ -26,5 +32,37 @@ namespace accinte {
  * that run as native accinte kernels instead of taking the CPU fallback.
  */
 ACCINTE_EXPORT std::vector<std::string> nativeKernelOperators();
+
+/**
+ * One operator run as the operators of nativeOperators() run, for a kernel of
+ * this chapter that is registered on its own because it does some work of its
+ * own first (`index.Tensor` expands boolean masks; the convolutions are
+ * installed behind chapter 02's registration).
+ *
+ * Calling it checks the devices, runs `meta` on Meta stand-ins of the
+ * arguments, allocates the results on the device (or resizes the `out=`
+ * arguments) and launches ATen's CPU kernel of the operator, or of
+ * `out_overload`, on the device memory, in one launch on the current stream.
+ */
+class NativeKernel {
+ public:
+  /**
+   * @param name the operator, "name.overload" in the aten namespace.
+   * @param out_overload the `out=` overload the CPU kernel runs as, or ""
+   *   for the operator itself.
+   * @param meta the host check: a function with the operator's signature
+   *   that checks Meta stand-ins of the arguments and returns Meta results
+   *   of the sizes, strides and dtypes the CPU kernel gives.
+   */
+  NativeKernel(std::string_view name, std::string_view out_overload,
+               c10::KernelFunction meta);
+
+  /** Runs the operator on its arguments on `stack`; leaves its results. */
+  void operator()(torch::jit::Stack* stack) const;
+
+ private:
+  c10::OperatorHandle op_;
+  std::shared_ptr<c10::OperatorKernel> kernel_;
+};
 
 } // namespace accinte

@@ -2,9 +2,10 @@
 stage 09.
 
 Records one training step of two models with ``torch.accinte.record_fallbacks``:
-the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD), which now runs
-entirely on native kernels, and a small convolutional network (convolution,
-BatchNorm, max pooling, Adam), whose convolutions still take the fallback.
+the benchmarks' MLP (linear layers, ReLU, cross-entropy, SGD) and a small
+convolutional network (convolution, BatchNorm, max pooling, Adam), which both
+run entirely on native kernels now, and the same network with a bilinear
+upsampling layer, an operator this chapter gives no kernel.
 Prints the operators and their call counts (``record.calls``); the times
 that ``record.table()`` adds are left out, as they change from run to run.
 """
@@ -45,3 +46,9 @@ cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNor
 show("MLP, ReLU, SGD:", fallback_calls(mlp, torch.optim.SGD, torch.randn(64, 256)))
 show("Convolution, BatchNorm, max pooling, Adam:",
      fallback_calls(cnn, torch.optim.Adam, torch.randn(64, 3, 16, 16)))
+upsampling = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+                                 torch.nn.Conv2d(3, 8, 3, stride=2, padding=1),
+                                 torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                 torch.nn.Linear(8 * 8 * 8, 10))
+show("Bilinear upsampling, convolution, Adam:",
+     fallback_calls(upsampling, torch.optim.Adam, torch.randn(64, 3, 16, 16)))
