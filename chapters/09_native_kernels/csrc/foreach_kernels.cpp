@@ -216,6 +216,15 @@ bool canRunAsOneLaunch(const ForeachOperator& entry,
       return false;
     }
   }
+  if (entry.results == ForeachResults::kNorms) {
+    // NB: some norms of an empty tensor are errors (the infinity norm has
+    // no identity): ATen's kernel raises them on the host.
+    for (const Tensor& tensor : lists.front()) {
+      if (tensor.numel() == 0) {
+        return false;
+      }
+    }
+  }
   return !arguments.dtype.has_value() ||
          *arguments.dtype == first.scalar_type();
 }
