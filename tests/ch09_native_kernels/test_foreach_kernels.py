@@ -356,11 +356,70 @@ def test_fused_steps_with_a_grad_scaler_match_the_cpu(name):
         return model, optimizer, scaler.get_scale()
 
     cpu_model, cpu_optimizer, cpu_scale = run("cpu")
-    model, optimizer, scale = run("accinte")
+    with torch.accinte.record_fallbacks() as record:
+        model, optimizer, scale = run("accinte")
+    assert record.calls == {}, f"took the CPU fallback: {record.calls}"
     assert scale == cpu_scale
     for expected, parameter in zip(cpu_model.parameters(), model.parameters()):
         torch.testing.assert_close(parameter.detach().cpu(), expected.detach())
     assert_same_state(cpu_optimizer, optimizer)
+
+
+I = torch.int32
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
+        [torch.ones(2, device=d)], torch.zeros(2, device=d), torch.ones((), device=d)),
+    lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
+        [torch.ones(2, device=d)], torch.zeros(2, device=d), torch.ones(2, device=d)),
+    lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
+        [torch.ones(2, device=d)], torch.zeros((), dtype=torch.float64, device=d),
+        torch.ones((), device=d)),
+    lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
+        [torch.ones(2, dtype=torch.long, device=d)], torch.zeros((), device=d),
+        torch.ones((), device=d)),
+    lambda d: torch._amp_update_scale_(torch.ones(2, device=d), torch.ones(2, dtype=I, device=d),
+                                       torch.zeros((), device=d), 2.0, 0.5, 2),
+    lambda d: torch._amp_update_scale_(torch.ones((), device=d), torch.ones((), dtype=I, device=d),
+                                       torch.zeros(2, device=d), 2.0, 0.5, 2),
+    lambda d: torch._amp_update_scale_(torch.ones((), dtype=torch.float64, device=d),
+                                       torch.ones((), dtype=I, device=d),
+                                       torch.zeros((), device=d), 2.0, 0.5, 2),
+    lambda d: torch._amp_update_scale_(torch.ones((), device=d), torch.ones((), device=d),
+                                       torch.zeros((), device=d), 2.0, 0.5, 2),
+], ids=["unscale found_inf size", "unscale sizes", "unscale found_inf dtype",
+        "unscale integers", "update sizes", "update found_inf size", "update scale dtype",
+        "update tracker dtype"])
+def test_grad_scaler_operators_raise_the_cpus_errors(call):
+    with pytest.raises(Exception) as on_cpu:
+        call("cpu")
+    with pytest.raises(type(on_cpu.value)) as on_device:
+        call("accinte")
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+    torch.accinte.synchronize()
+
+
+def test_grad_scaler_operators_match_the_cpu():
+    def unscale_and_update(grads, found_inf, inv_scale, scale, tracker):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+        torch._amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 1)
+        return grads, found_inf, scale, tracker
+
+    for poison in (1.0, float("inf"), float("nan")):
+        grads = tensors(0)
+        grads[1][2] = poison
+        arguments = (grads, torch.zeros(()), torch.tensor(0.25), torch.tensor(8.0),
+                     torch.zeros((), dtype=I))
+        expected = unscale_and_update(*[[t.clone() for t in a] if isinstance(a, list)
+                                        else a.clone() for a in arguments])
+        with torch.accinte.record_fallbacks() as record:
+            result = unscale_and_update(*to_device(list(arguments)))
+        assert record.calls == {}
+        # An inf or a NaN stays one, unscaled.
+        for e, r in zip(expected[0] + list(expected[1:]), result[0] + list(result[1:])):
+            assert r.device.type == "accinte"
+            torch.testing.assert_close(r.cpu(), e, equal_nan=True)
 
 
 def fused_adam(device, params=2, **changes):

@@ -465,6 +465,80 @@ class FusedStepKernel final : public c10::OperatorKernel {
   }
 };
 
+/** The numbers a GradScaler operator reads or writes hold one element
+ * each; checked in the order and words of the CPU's kernels. */
+void checkAmpSizes(
+    std::initializer_list<std::pair<const char*, Tensor>> scalars) {
+  for (const auto& [name, tensor] : scalars) {
+    TORCH_CHECK(tensor.numel() == 1, name, " must be a 1-element tensor.");
+  }
+}
+
+/** A single number of a GradScaler operator: its dtype and device. */
+void checkAmpScalar(const char* name, const Tensor& tensor,
+                    at::ScalarType dtype, const c10::Device& device) {
+  TORCH_CHECK(tensor.scalar_type() == dtype, name, " must be ",
+              dtype == at::kFloat ? "a float" : "an int", " tensor.");
+  TORCH_CHECK(tensor.device() == device,
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ",
+              device, " and ", tensor.device(), "! (when checking argument ",
+              name, ")");
+}
+
+/**
+ * `_amp_foreach_non_finite_check_and_unscale_`, GradScaler's unscaling of
+ * every gradient (chapter 05): one launch for the whole list.
+ */
+void ampUnscale(at::TensorList grads, Tensor& found_inf,
+                const Tensor& inv_scale) {
+  const c10::Device device = found_inf.device();
+  checkAmpSizes({{"inv_scale", inv_scale}, {"found_inf", found_inf}});
+  checkAmpScalar("inv_scale", inv_scale, at::kFloat, device);
+  checkAmpScalar("found_inf", found_inf, at::kFloat, device);
+  if (grads.empty()) {
+    return;
+  }
+  for (const Tensor& grad : grads) {
+    TORCH_CHECK(grad.device() == device,
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, ",
+                device, " and ", grad.device(),
+                "! (when checking argument scaled_grads)");
+    TORCH_CHECK(grad.layout() == at::kStrided,
+                "one of scaled_grads was not a strided tensor.");
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        at::isFloatingType(grad.scalar_type()),
+        "\"_amp_foreach_non_finite_check_and_unscale_cpu\" not implemented "
+        "for '",
+        c10::toString(grad.scalar_type()), "'");
+  }
+  const c10::DeviceGuard guard(device);
+  static const c10::OperatorHandle op =
+      atenOperator("_amp_foreach_non_finite_check_and_unscale_");
+  launchCpuKernel(device.index(), op,
+                  {c10::IValue(grads.vec()), found_inf, inv_scale});
+}
+
+/** `_amp_update_scale_`, GradScaler's update of its scale. */
+Tensor& ampUpdateScale(Tensor& current_scale, Tensor& growth_tracker,
+                       const Tensor& found_inf, double growth_factor,
+                       double backoff_factor, int64_t growth_interval) {
+  const c10::Device device = current_scale.device();
+  checkAmpSizes({{"growth_tracker", growth_tracker},
+                 {"current_scale", current_scale},
+                 {"found_inf", found_inf}});
+  checkAmpScalar("growth_tracker", growth_tracker, at::kInt, device);
+  checkAmpScalar("current_scale", current_scale, at::kFloat, device);
+  checkAmpScalar("found_inf", found_inf, at::kFloat, device);
+  const c10::DeviceGuard guard(device);
+  static const c10::OperatorHandle op = atenOperator("_amp_update_scale_");
+  launchCpuKernel(device.index(), op,
+                  {current_scale, growth_tracker, found_inf, growth_factor,
+                   backoff_factor, growth_interval});
+  return current_scale;
+}
+
 } // namespace
 
 // LITERALINCLUDE START: CH09_FOREACH_REGISTER
@@ -481,6 +555,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl(fused, torch::CppFunction::makeFromBoxedFunctor(
                       std::make_unique<FusedStepKernel>()));
   }
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(ampUnscale));
+  m.impl("_amp_update_scale_", TORCH_FN(ampUpdateScale));
 }
 // LITERALINCLUDE END: CH09_FOREACH_REGISTER
 
