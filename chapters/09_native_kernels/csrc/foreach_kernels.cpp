@@ -459,7 +459,7 @@ class FusedStepKernel final : public c10::OperatorKernel {
       // tensor.
       TORCH_INTERNAL_ASSERT(device.is_privateuseone());
       const c10::DeviceGuard guard(device);
-      launchCpuKernel(device.index(), op, values); // LITERALINCLUDE EMPHASIZE
+      launchCpuKernel(device.index(), op, values);
     }
     torch::jit::drop(*stack, count);
   }
