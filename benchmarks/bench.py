@@ -349,6 +349,24 @@ def mlp_training_step() -> Steps:
     return classifier_steps(cpu_model, inputs, targets, lr=1e-3)
 
 
+def adam_step(mode: str) -> Steps:
+    """One Adam step (``mode``: "fused" or "foreach") over 100 parameters of
+    4096 float32 each, gradients given: the optimizer alone, whose cost is
+    launches when the parameters are many and small."""
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(64, 64)] * 100
+
+    def stepper(device):
+        parameters = [torch.randn(shape, generator=generator).to(device).requires_grad_()
+                      for shape in shapes]
+        for parameter in parameters:
+            parameter.grad = torch.randn(parameter.shape, generator=generator).to(device)
+        optimizer = torch.optim.Adam(parameters, lr=1e-3, **{mode: True})
+        return optimizer.step
+
+    return stepper("accinte"), stepper("cpu")
+
+
 def classifier_steps(cpu_model: torch.nn.Module, inputs: torch.Tensor,
                      targets: torch.Tensor, **sgd: float) -> Steps:
     """One SGD step (``sgd`` its options) of a classifier trained with
@@ -510,6 +528,11 @@ def benchmarks() -> List[Benchmark]:
         Benchmark("accinte:0 → accinte:1, 64 MiB", report.BANDWIDTH,
                   device_copy("accinte:1"), None, 64 * MiB),
         Benchmark("10 elementwise ops on 1K elements", report.TIME, small_op_chain),
+        # Chapter 09's multi-tensor kernels: one launch per list, or per step.
+        Benchmark("Adam step, fused, 100 parameters × 4K float32", report.TIME,
+                  lambda: adam_step("fused")),
+        Benchmark("Adam step, foreach, 100 parameters × 4K float32", report.TIME,
+                  lambda: adam_step("foreach")),
         Benchmark(NATIVE_NEGATION, report.TIME, negate("native")),
         Benchmark(FALLBACK_NEGATION, report.TIME, negate("fallback")),
     ]

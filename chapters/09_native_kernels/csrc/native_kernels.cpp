@@ -376,9 +376,9 @@ Tensor dropoutBackwardMeta(In grad_output, In mask, double scale) {
 
 // NB: `neg`, `abs.out` and the views are chapter 02's, the random operators
 // chapter 08's: an operator has one PrivateUse1 kernel. Composites need no
-// entry: `linear`, `matmul`, `cross_entropy`, `abs`, `clone` and the
-// optimizers' `_foreach_*` operators reach the device through the operators
-// listed here.
+// entry: `linear`, `matmul`, `cross_entropy`, `abs` and `clone` reach the
+// device through the operators listed here. The optimizers' `_foreach_*`
+// operators have kernels of their own (foreach_kernels.cpp).
 const std::vector<NativeOperator>& nativeOperators() {
   static const std::vector<NativeOperator> operators = {
       // Elementwise arithmetic: broadcasting and type promotion come from
@@ -469,6 +469,8 @@ const std::vector<NativeOperator>& nativeOperators() {
       {"sqrt", "sqrt.out", ACCINTE_META(sqrt)},
       {"sqrt_", "", ACCINTE_META(sqrt_)},
       {"rsqrt", "rsqrt.out", ACCINTE_META(rsqrt)},
+      {"reciprocal", "reciprocal.out", ACCINTE_META(reciprocal)},
+      {"reciprocal_", "", ACCINTE_META(reciprocal_)},
       {"rsqrt_", "", ACCINTE_META(rsqrt_)},
       {"sigmoid", "sigmoid.out", ACCINTE_META(sigmoid)},
       {"sigmoid_", "", ACCINTE_META(sigmoid_)},
@@ -1131,6 +1133,46 @@ NativeKernel::NativeKernel(std::string_view name, std::string_view out_overload,
 void NativeKernel::operator()(torch::jit::Stack* stack) const {
   (*static_cast<CpuKernelOnDevice*>(kernel_.get()))(
       op_, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+void launchCpuKernel(c10::DeviceIndex device, const c10::OperatorHandle& cpu_op,
+                     c10::ArrayRef<c10::IValue> arguments,
+                     c10::ArrayRef<c10::IValue> outputs) {
+  KernelArguments kernel_arguments(arguments);
+  KernelArguments results(outputs);
+  std::vector<const void*> buffers = kernel_arguments.buffers();
+  buffers.insert(buffers.end(), results.buffers().begin(),
+                 results.buffers().end());
+  launchWithBuffers(
+      device, buffers,
+      [cpu_op, kernel_arguments = std::move(kernel_arguments),
+       results = std::move(results), copies = !outputs.empty()] {
+        const at::AutoDispatchBelowADInplaceOrView below_autograd;
+        torch::jit::Stack cpu = kernel_arguments.cpuStack();
+        cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU),
+                               &cpu);
+        if (!copies) {
+          return;
+        }
+        // NB: the caller shaped the outputs; copy_ would broadcast or
+        // convert a result they do not match, silently.
+        const torch::jit::Stack views = results.cpuStack();
+        std::vector<at::Tensor> targets, computed;
+        forEachTensorAt(views, [&](size_t, int64_t, const at::Tensor& view) {
+          targets.push_back(view);
+        });
+        forEachTensorAt(cpu, [&](size_t, int64_t, const at::Tensor& result) {
+          computed.push_back(result);
+        });
+        TORCH_INTERNAL_ASSERT(targets.size() == computed.size());
+        for (size_t index = 0; index < targets.size(); ++index) {
+          TORCH_INTERNAL_ASSERT(
+              targets[index].sizes() == computed[index].sizes() &&
+                  targets[index].dtype() == computed[index].dtype(),
+              "result ", index, " differs from its host check's shape");
+          targets[index].copy_(computed[index]);
+        }
+      });
 }
 
 std::vector<std::string> nativeKernelOperators() {

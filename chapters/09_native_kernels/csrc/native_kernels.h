@@ -65,4 +65,23 @@ class NativeKernel {
   std::shared_ptr<c10::OperatorKernel> kernel_;
 };
 
+/**
+ * Queues one kernel on the current stream of `device` that runs the CPU
+ * kernel of `cpu_op` on `arguments`, as every operator of the table does:
+ * on the stream's worker, each accinte tensor (alone or in a list) is a CPU
+ * view of its device memory, a 0-dim CPU tensor is the copy taken at this
+ * call, and the rest is passed by value.
+ *
+ * With `outputs` (device tensors, alone or in lists), `cpu_op` is a
+ * functional operator without an `out=` overload: its results are copied
+ * into them, which must have their sizes and dtypes.
+ *
+ * The caller has checked the arguments on the host: a CPU kernel that fails
+ * on the worker fails the launch, reported by the next synchronization.
+ */
+ACCINTE_EXPORT void launchCpuKernel(c10::DeviceIndex device,
+                                    const c10::OperatorHandle& cpu_op,
+                                    c10::ArrayRef<c10::IValue> arguments,
+                                    c10::ArrayRef<c10::IValue> outputs = {});
+
 } // namespace accinte
