@@ -7,10 +7,7 @@ Nothing here knows the backend's name; everything goes through the
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import subprocess
-import tempfile
 
 import torch
 
@@ -46,13 +43,14 @@ def device_count(ctx) -> int:
         return 0
 
 
-def run_children(ctx, codes, timeout=600.0, cwd=None):
-    """Runs one fresh interpreter per source in ``codes`` at once; returns
+def run_children(ctx, codes, timeout=600.0, cwd=None, argv=None):
+    """Runs one fresh interpreter per source in ``codes`` at once (or, with
+    ``argv``, that command line once per entry of ``codes``); returns
     their ``(returncode, stdout, stderr)``. The bound is generous: a
     child still running after ``timeout`` seconds (a hang, never a slow
     machine) is killed and reported, and no child outlives the call."""
     processes = [
-        subprocess.Popen(ctx.child_argv(code), env=ctx.child_env(), cwd=cwd,
+        subprocess.Popen(argv or ctx.child_argv(code), env=ctx.child_env(), cwd=cwd,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for code in codes
     ]
