@@ -7,6 +7,8 @@ Nothing here knows the backend's name; everything goes through the
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 
 import torch
@@ -51,7 +53,8 @@ def run_children(ctx, codes, timeout=600.0, cwd=None, argv=None):
     machine) is killed and reported, and no child outlives the call."""
     processes = [
         subprocess.Popen(argv or ctx.child_argv(code), env=ctx.child_env(), cwd=cwd,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
         for code in codes
     ]
     results = []
@@ -60,16 +63,26 @@ def run_children(ctx, codes, timeout=600.0, cwd=None, argv=None):
             try:
                 out, err = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                process.kill()
+                # NB: the whole session: a child's own children (a spawned
+                # consumer) hold its pipes open and would outlive it.
+                _kill_session(process)
                 out, err = process.communicate()
                 err += f"\n(killed after {timeout:.0f} s)"
             results.append((process.returncode, out, err))
     finally:
         for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            _kill_session(process)
     return results
+
+
+def _kill_session(process):
+    """Kills the session ``run_children`` started ``process`` in: the child
+    and whatever it started."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
 
 
 def import_line(ctx) -> str:

@@ -47,11 +47,14 @@ def consumer(inbox, outbox):
     tensor, view = receive(inbox, None)
     outbox.put((str(tensor.device), tensor.cpu().tolist(), str(view.device), view.cpu().tolist()))
     view.add_(100)  # writes the producer's memory
-    torch.accelerator.synchronize()
+    torch.accelerator.synchronize(view.device)
     outbox.put("written")
     made = torch.arange(5, dtype=torch.float32, device=tensor.device) * 3
     outbox.put(made)
     receive(inbox, None)  # "done": the producer has read everything
+
+
+state = {{}}
 
 
 def part(name, function):
@@ -61,6 +64,8 @@ def part(name, function):
     except Exception as error:
         text = str(error).splitlines()[0] if str(error) else ""
         print(f"PART {{name}} FAIL {{type(error).__name__}}: {{text}}", flush=True)
+        if "process" in state:
+            state["process"].terminate()
         raise SystemExit(1)
 
 
@@ -70,14 +75,13 @@ if __name__ == "__main__":
     values = torch.arange(12, dtype=torch.float32)
     tensor = values.to(device)
     view = tensor[4:10]
-    state = {{}}
 
     def pickles():
         ForkingPickler.dumps(view)  # what the Queue's feeder thread does
 
     def arrives():
         inbox, outbox = context.Queue(), context.Queue()
-        process = context.Process(target=consumer, args=(inbox, outbox))
+        process = context.Process(target=consumer, args=(inbox, outbox), daemon=True)
         process.start()
         state.update(inbox=inbox, outbox=outbox, process=process)
         inbox.put((tensor, view))
@@ -89,7 +93,7 @@ if __name__ == "__main__":
 
     def shares():
         assert receive(state["outbox"], state["process"]) == "written"
-        torch.accelerator.synchronize()
+        torch.accelerator.synchronize(device)
         want = values.clone()
         want[4:10] += 100
         assert tensor.cpu().tolist() == want.tolist(), \\
