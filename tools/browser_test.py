@@ -33,12 +33,14 @@ A page fails on:
   release's tag (``github.com/pytorch/pytorch/blob/v2.13.0/``), as conf.py
   sets them;
 * a broken internal link (tools/check_links.py's check, on the whole site);
-* a listing that shows a tag line or an emphasis marker (see
-  tools/check_tags.py), which docs/_ext/accinte_listings.py strips;
-* on a chapter page, a listing or output longer than MAX_LISTING_LINES
-  lines that is not folded (``:fold:``, see docs/_ext/accinte_listings.py):
-  a page shows the few lines that carry the idea, the rest is one click
-  away;
+* a listing (a captioned block, cut from a source) that shows a tag line
+  or an emphasis marker (see tools/check_tags.py), which
+  docs/_ext/accinte_listings.py strips;
+* on a chapter page, a listing longer than MAX_LISTING_LINES lines that
+  is not folded (``:fold:``, see docs/_ext/accinte_listings.py): a page
+  shows the few lines that carry the idea, the rest is one click away. A
+  generated output (``.accinte-output``) is not limited: it is what its
+  script printed, which the text around it compares line by line;
 * a landing page without its "How to read a listing" section (LEGEND),
   which says what a highlighted line and a folded listing are, or another
   page with a section of that title: the guide says it once;
@@ -207,8 +209,12 @@ PAGE_PROBE = r"""
     label: label(pre),
     lines: pre.textContent.replace(/\n$/, "").split("\n").length,
     folded: pre.closest("details") !== null,
-    // NB: assembled, so that this file holds no tag keyword.
-    tagged: pre.textContent.includes("LITERAL" + "INCLUDE"),
+    output: pre.closest(".accinte-output") !== null,
+    // NB: assembled, so that this file holds no tag keyword. Only a
+    // captioned block comes from a source: a page may show a tag in a
+    // code block of its own (docs/architecture.md says how to write one).
+    tagged: pre.closest(".literal-block-wrapper") !== null
+            && pre.textContent.includes("LITERAL" + "INCLUDE"),
   }));
   const root = document.documentElement;
   return JSON.stringify({
@@ -328,7 +334,8 @@ def listing_problems(page: str, listings: List[Dict[str, Any]]) -> List[str]:
     return problems + [f"listing of {listing['lines']} lines, more than {MAX_LISTING_LINES}, "
             f"not folded: {listing['label']}"
             for listing in listings
-            if listing["lines"] > MAX_LISTING_LINES and not listing["folded"]]
+            if listing["lines"] > MAX_LISTING_LINES and not listing["folded"]
+            and not listing.get("output")]
 
 
 def legend_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
@@ -682,9 +689,11 @@ def self_test() -> int:
             print(f"FAIL: {description}: expected {expected}, got {got}", file=sys.stderr)
     listings = [{"label": "a.cpp: x", "lines": MAX_LISTING_LINES + 1, "folded": False},
                 {"label": "b.cpp: y", "lines": MAX_LISTING_LINES + 1, "folded": True},
-                {"label": "c.cpp: z", "lines": MAX_LISTING_LINES, "folded": False}]
+                {"label": "c.cpp: z", "lines": MAX_LISTING_LINES, "folded": False},
+                {"label": "Output of d.py", "lines": MAX_LISTING_LINES + 1, "folded": False,
+                 "output": True}]
     listing_cases = [
-        ("a long unfolded listing on a chapter page fails",
+        ("a long unfolded listing on a chapter page fails (an output does not)",
          listing_problems("chapters/01_x/README.html", listings),
          [f"listing of {MAX_LISTING_LINES + 1} lines, more than {MAX_LISTING_LINES}, "
           f"not folded: a.cpp: x"]),
