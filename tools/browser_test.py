@@ -33,6 +33,17 @@ A page fails on:
   release's tag (``github.com/pytorch/pytorch/blob/v2.13.0/``), as conf.py
   sets them;
 * a broken internal link (tools/check_links.py's check, on the whole site);
+* a listing (a captioned block, cut from a source) that shows a tag line
+  or an emphasis marker (see tools/check_tags.py), which
+  docs/_ext/accinte_listings.py strips;
+* on a chapter page, a listing longer than MAX_LISTING_LINES lines that
+  is not folded (``:fold:``, see docs/_ext/accinte_listings.py): a page
+  shows the few lines that carry the idea, the rest is one click away. A
+  generated output (``.accinte-output``) is not limited: it is what its
+  script printed, which the text around it compares line by line;
+* a landing page without its "How to read a listing" section (LEGEND),
+  which says what a highlighted line and a folded listing are, or another
+  page with a section of that title: the guide says it once;
 * a chapter page (``chapters/*/README.html``) whose last section is not
   "On real hardware", or whose "On real hardware" section does not link to
   the porting checklist (``docs/porting.html#porting-NN``, NN the chapter's
@@ -94,6 +105,11 @@ PHONE, PHONE_HEIGHT = 400, 800
 MIN_DIAGRAM_TEXT = 10
 #: Fewest characters of text a page's article must hold.
 MIN_TEXT = 200
+#: The most lines a listing of a chapter page shows unfolded.
+MAX_LISTING_LINES = 60
+#: The page that explains highlighted lines and folded listings, and the
+#: title of its section that does.
+LEGEND = ("index.html", "How to read a listing")
 #: Seconds to wait for one page's load event.
 LOAD_TIMEOUT = 30
 #: Queries the search page must answer.
@@ -188,6 +204,18 @@ PAGE_PROBE = r"""
       scale,
     };
   });
+  // Every code block: how many lines it shows, whether it is folded.
+  const listings = [...document.querySelectorAll("pre")].map(pre => ({
+    label: label(pre),
+    lines: pre.textContent.replace(/\n$/, "").split("\n").length,
+    folded: pre.closest("details") !== null,
+    output: pre.closest(".accinte-output") !== null,
+    // NB: assembled, so that this file holds no tag keyword. Only a
+    // captioned block comes from a source: a page may show a tag in a
+    // code block of its own (docs/architecture.md says how to write one).
+    tagged: pre.closest(".literal-block-wrapper") !== null
+            && pre.textContent.includes("LITERAL" + "INCLUDE"),
+  }));
   const root = document.documentElement;
   return JSON.stringify({
     diagrams,
@@ -196,7 +224,7 @@ PAGE_PROBE = r"""
     brokenImages, brokenObjects,
     outputs: outputs.map(measureOutput),
     wideOthers: others.filter(wide).map(label),
-    captions, sections, inline,
+    captions, sections, inline, listings,
   });
 })()
 """
@@ -294,6 +322,32 @@ def chapter_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
     if not any(link.split("?")[0].endswith(anchor) for link in links):
         problems.append(f'"{HARDWARE_SECTION}" does not link to {anchor}')
     return problems
+
+
+def listing_problems(page: str, listings: List[Dict[str, Any]]) -> List[str]:
+    """Listings that show a tag or emphasis marker; on a chapter page,
+    unfolded listings longer than MAX_LISTING_LINES."""
+    problems = [f"listing shows a tag line or marker: {listing['label']}"
+                for listing in listings if listing.get("tagged")]
+    if CHAPTER_PAGE.match(page) is None:
+        return problems
+    return problems + [f"listing of {listing['lines']} lines, more than {MAX_LISTING_LINES}, "
+            f"not folded: {listing['label']}"
+            for listing in listings
+            if listing["lines"] > MAX_LISTING_LINES and not listing["folded"]
+            and not listing.get("output")]
+
+
+def legend_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
+    """The legend of the listings: on its page, and on no other."""
+    titles = [section["title"] for section in sections]
+    where, title = LEGEND
+    if page == where and title not in titles:
+        return [f'no "{title}" section: the guide must say what highlighted lines '
+                f'and folded listings are']
+    if page != where and title in titles:
+        return [f'a "{title}" section: the guide says it once, on {where}']
+    return []
 
 
 #: A use of a name in inline code: the name, or a call of it.
@@ -576,6 +630,8 @@ def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
             print(f"  note: {page}: code block scrolls sideways: {what}")
     problems += caption_problems(probe["captions"])
     problems += chapter_problems(page, probe["sections"])
+    problems += listing_problems(page, probe["listings"])
+    problems += legend_problems(page, probe["sections"])
     problems += api_link_problems(probe["inline"])
     if screenshots is not None:
         stem = page.removesuffix(".html").replace("/", "_")
@@ -631,6 +687,32 @@ def self_test() -> int:
         else:
             failures += 1
             print(f"FAIL: {description}: expected {expected}, got {got}", file=sys.stderr)
+    listings = [{"label": "a.cpp: x", "lines": MAX_LISTING_LINES + 1, "folded": False},
+                {"label": "b.cpp: y", "lines": MAX_LISTING_LINES + 1, "folded": True},
+                {"label": "c.cpp: z", "lines": MAX_LISTING_LINES, "folded": False},
+                {"label": "Output of d.py", "lines": MAX_LISTING_LINES + 1, "folded": False,
+                 "output": True}]
+    listing_cases = [
+        ("a long unfolded listing on a chapter page fails (an output does not)",
+         listing_problems("chapters/01_x/README.html", listings),
+         [f"listing of {MAX_LISTING_LINES + 1} lines, more than {MAX_LISTING_LINES}, "
+          f"not folded: a.cpp: x"]),
+        ("listings of other pages are not limited",
+         listing_problems("docs/emulator.html", listings), []),
+        ("the legend's page without it fails",
+         len(legend_problems(LEGEND[0], [{"title": "Other"}])), 1),
+        ("the legend on another page fails",
+         len(legend_problems("docs/x.html", [{"title": LEGEND[1]}])), 1),
+        ("the legend on its page passes",
+         legend_problems(LEGEND[0], [{"title": LEGEND[1]}]), []),
+    ]
+    for description, got, expected in listing_cases:
+        if got == expected:
+            print(f"ok: {description}")
+        else:
+            failures += 1
+            print(f"FAIL: {description}: expected {expected}, got {got}", file=sys.stderr)
+    cases += listing_cases
     # The real table and settings: every entry is found, and conf.py's
     # settings are read.
     real = _pytorch_names()

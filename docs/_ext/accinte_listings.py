@@ -23,7 +23,17 @@ Every ``literalinclude`` of the guide gets, unless the page gives its own:
   emphasises the line (or lines) after it and is not shown, for a line too
   long to carry a trailing comment within the 80 columns of clang-format,
   like clang-tidy's ``NOLINTNEXTLINE``. A page's own ``:emphasize-lines:``
-  is kept.
+  is kept;
+* no tag lines of the regions nested in the one shown: a long function can
+  be shown whole (folded) and in steps, each a region of its own inside it.
+
+A listing with the option ``:fold: SUMMARY`` is folded: the page shows
+SUMMARY and the listing's number of lines on one line (an HTML
+``<details>`` element, class ``accinte-fold``), which the reader opens with
+a click. A page folds what a reader may skip (the rest of a table whose
+first rows it shows, helpers, a whole class whose steps it showed one by
+one); tools/browser_test.py fails a chapter page on an unfolded listing
+longer than its MAX_LISTING_LINES.
 
 Doing this once here keeps the pages' include blocks short and uniform, and
 tools/check_tags.py keeps parsing them unchanged.
@@ -35,6 +45,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.directives.code import LiteralInclude
 
@@ -52,18 +63,23 @@ _EMPHASIS_RE = re.compile(r"\s*(?://|#)\s*" + _KEYWORD + r" EMPHASIZE\s*$")
 _EMPHASIS_NEXT_RE = re.compile(
     r"^\s*(?://|#)\s*" + _KEYWORD + r" EMPHASIZE NEXT(?: (?P<count>[1-9][0-9]*))?\s*$"
 )
+#: The tag line of a region nested in the one shown.
+_TAG_RE = re.compile(r"^\s*(?://|#)\s*" + _KEYWORD + r" (?:START|END): [A-Z0-9_]+\s*$")
 
 
 def strip_emphasis(text: str):
-    """``text`` without emphasis markers; the 1-based numbers (in the text
-    returned) of the lines they mark; and, for each line of ``text`` that is
-    kept, its new number (a marker line of its own is dropped)."""
+    """``text`` without emphasis markers and nested tag lines; the 1-based
+    numbers (in the text returned) of the lines the markers mark; and, for
+    each line of ``text`` that is kept, its new number (a marker line of its
+    own, or a tag line, is dropped)."""
     lines, marked, renumber = [], [], {}
     pending = 0
     for number, line in enumerate(text.split("\n"), start=1):
         next_marker = _EMPHASIS_NEXT_RE.match(line)
         if next_marker:
             pending = max(pending, int(next_marker["count"] or 1))
+            continue
+        if _TAG_RE.match(line):
             continue
         stripped = _EMPHASIS_RE.sub("", line)
         lines.append(stripped)
@@ -151,10 +167,45 @@ def caption_for(rel_path: str, srcdir: Path, repository: Repository, lines=None)
     return repository.link(path.as_posix(), f"`{path.as_posix()}`", shown)
 
 
+class fold(nodes.General, nodes.Element):
+    """A folded listing: ``summary`` shown, the children behind a click."""
+
+
+def _visit_fold_html(translator, node: fold) -> None:
+    summary = translator.encode(node["summary"])
+    translator.body.append(
+        f'<details class="accinte-fold"><summary>{summary}</summary>\n')
+
+
+def _depart_fold_html(translator, node: fold) -> None:
+    translator.body.append("</details>\n")
+
+
+def _visit_fold_other(translator, node: fold) -> None:
+    """Other builders show a folded listing unfolded."""
+
+
+def _lines_of(result) -> int:
+    return sum(len(block.astext().rstrip("\n").split("\n"))
+               for node in result for block in node.findall(nodes.literal_block))
+
+
 class CaptionedLiteralInclude(LiteralInclude):
-    """``literalinclude`` with a default caption and ``:dedent:``."""
+    """``literalinclude`` with a default caption and ``:dedent:``, and the
+    option ``:fold: SUMMARY``."""
+
+    option_spec = {**LiteralInclude.option_spec, "fold": directives.unchanged_required}
 
     def run(self):
+        summary = self.options.pop("fold", None)
+        result = self._run()
+        if summary is None:
+            return result
+        folded = fold(summary=f"{summary.strip()} ({_lines_of(result)} lines)")
+        folded.extend(result)
+        return [folded]
+
+    def _run(self):
         if self.arguments and "caption" not in self.options:
             rel_filename, filename = self.env.relfn2path(self.arguments[0])
             config = self.env.config
@@ -182,4 +233,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("accinte_repository_url", "", "env")
     app.add_config_value("accinte_repository_commit", "main", "env")
     app.add_directive("literalinclude", CaptionedLiteralInclude, override=True)
+    other = (_visit_fold_other, _visit_fold_other)
+    app.add_node(fold, html=(_visit_fold_html, _depart_fold_html),
+                 latex=other, text=other, man=other, texinfo=other)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

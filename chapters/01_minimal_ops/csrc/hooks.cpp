@@ -36,6 +36,9 @@ struct AccinteHooks final : public at::PrivateUse1HooksInterface {
   void init() const override {
     accinte::deviceCount(); // raises a clear error if the emulator can't start
   }
+  // LITERALINCLUDE END: CH01_HOOKS
+
+  // LITERALINCLUDE START: CH01_HOOK_DEVICES
 
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
     return device_index >= 0 && device_index < deviceCountOrZero();
@@ -69,6 +72,9 @@ struct AccinteHooks final : public at::PrivateUse1HooksInterface {
     return {c10::DeviceType::PrivateUse1,
             static_cast<c10::DeviceIndex>(attributes.device)};
   }
+  // LITERALINCLUDE END: CH01_HOOK_DEVICES
+
+  // LITERALINCLUDE START: CH01_HOOK_EXTENSIONS
 
   // NB: answered by the emulator, which knows every pinned block whichever
   // allocator made it.
@@ -106,7 +112,7 @@ struct RegisterAccinteHooks {
     at::RegisterPrivateUse1HooksInterface(&hooks); // LITERALINCLUDE EMPHASIZE
   }
 } register_accinte_hooks;
-// LITERALINCLUDE END: CH01_HOOKS
+// LITERALINCLUDE END: CH01_HOOK_EXTENSIONS
 
 } // namespace
 

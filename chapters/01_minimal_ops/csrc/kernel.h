@@ -66,7 +66,9 @@ class KernelTensor {
   bool conjugated_;
   bool negated_;
 };
+// LITERALINCLUDE END: CH01_KERNEL_TENSOR
 
+// LITERALINCLUDE START: CH01_LAUNCH_ON_STREAM
 /**
  * Enqueues `body` on the current stream of `device`, with the allocations that
  * `buffers` point into accessible while it runs. Null buffers (empty tensors)
@@ -98,7 +100,7 @@ void launchOnCurrentStream(c10::DeviceIndex device,
         }
       }));
 }
-// LITERALINCLUDE END: CH01_KERNEL_TENSOR
+// LITERALINCLUDE END: CH01_LAUNCH_ON_STREAM
 
 /** Waits for the current stream of `device`. */
 void synchronizeCurrentStream(c10::DeviceIndex device);

@@ -57,6 +57,7 @@ class StreamRegistry {
   /** Streams per device and priority level (CUDA keeps 32). */
   static constexpr size_t kStreamsPerPriority = 8;
 
+  // LITERALINCLUDE START: CH01_STREAM_POOL
   /** The next stream of the pool of `priority` (clamped to the range). */
   c10::Stream next(c10::DeviceIndex index, int priority) {
     int least = 0;
@@ -74,6 +75,7 @@ class StreamRegistry {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccinte, index),
                        pool.ids[slot]);
   }
+  // LITERALINCLUDE END: CH01_STREAM_POOL
 
   accinteStream_t lookup(const c10::Stream& stream) {
     const c10::DeviceIndex index = stream.device_index();

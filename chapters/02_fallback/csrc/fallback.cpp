@@ -124,6 +124,8 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
       host = tensor.device(); // LITERALINCLUDE EMPHASIZE
     }
   };
+  // LITERALINCLUDE END: CH02_SAME_DEVICE
+  // LITERALINCLUDE START: CH02_DEVICE_WALK
   const auto& arguments = op.schema().arguments();
   const auto values = torch::jit::last(stack, arguments.size());
   for (size_t index = 0; index < values.size(); ++index) {
@@ -149,6 +151,9 @@ std::optional<c10::Device> accinteDeviceOf(const c10::OperatorHandle& op,
   }
   return accinte;
 }
+// LITERALINCLUDE END: CH02_DEVICE_WALK
+
+// LITERALINCLUDE START: CH02_MOVE_RESULTS
 
 /** True when the operator names a device of its own (`device=`), which
  * `cpu_fallback` then honours for the results. */
@@ -192,7 +197,7 @@ void moveResultsTo(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     }
   }
 }
-// LITERALINCLUDE END: CH02_SAME_DEVICE
+// LITERALINCLUDE END: CH02_MOVE_RESULTS
 
 // LITERALINCLUDE START: CH02_UNDECLARED_WRITES
 /** An operator whose CPU kernel writes arguments that its schema does not
@@ -214,7 +219,9 @@ constexpr UndeclaredWrites kUndeclaredWrites[] = {
     {"aten::batch_norm_update_stats", // LITERALINCLUDE EMPHASIZE
      {"running_mean", "running_var"}},
 };
+// LITERALINCLUDE END: CH02_UNDECLARED_WRITES
 
+// LITERALINCLUDE START: CH02_WRITE_BACK
 /**
  * The accinte tensors an operator writes without declaring it, each with a
  * host copy that takes its place on the stack. `cpu_fallback` leaves a host
@@ -255,7 +262,7 @@ class UndeclaredWriteBack {
  private:
   std::vector<std::pair<at::Tensor, at::Tensor>> copies_;
 };
-// LITERALINCLUDE END: CH02_UNDECLARED_WRITES
+// LITERALINCLUDE END: CH02_WRITE_BACK
 
 } // namespace
 

@@ -812,7 +812,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       state.pools.erase(it);
     }
   }
+  // LITERALINCLUDE END: CH07_RELEASE
 
+  // LITERALINCLUDE START: CH07_WHOLE_BLOCKS
   static void releaseWholeBlocks(DeviceState& state, BlockPool& pool) {
     std::vector<Block*> whole;
     for (Block* block : pool.blocks) {
@@ -852,7 +854,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       delete block;
     }
   }
-  // LITERALINCLUDE END: CH07_RELEASE
+  // LITERALINCLUDE END: CH07_WHOLE_BLOCKS
 
   static void deleteUncached(void* ptr) {
     CachingDeviceAllocator& self = instance();
@@ -911,6 +913,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
            -static_cast<int64_t>(block->requested));
     reportToProfiler(state, block->ptr, -static_cast<int64_t>(block->size),
                      c10::Device(c10::DeviceType::PrivateUse1, block->device));
+    // LITERALINCLUDE END: CH07_FREE
+    // LITERALINCLUDE START: CH07_STREAM_EVENTS
     std::unordered_set<c10::Stream> uses;
     std::swap(uses, block->stream_uses);
     for (const c10::Stream& stream : uses) { // LITERALINCLUDE EMPHASIZE
@@ -947,7 +951,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       returnToPool(state, block); // LITERALINCLUDE EMPHASIZE
     }
   }
-  // LITERALINCLUDE END: CH07_FREE
+  // LITERALINCLUDE END: CH07_STREAM_EVENTS
 
   // LITERALINCLUDE START: CH07_COALESCE
   /** Puts a block whose last use is over back in its pool, merged with its

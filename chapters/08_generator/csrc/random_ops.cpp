@@ -336,6 +336,8 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
   const int64_t categories = self.size(-1);
   // LITERALINCLUDE EMPHASIZE NEXT
   const PhiloxState philox = reservePhilox(generator, self.device());
+  // LITERALINCLUDE END: CH08_MULTINOMIAL
+  // LITERALINCLUDE START: CH08_INVERT_CDF
   const KernelTensor target(result);
   const KernelTensor weights(self);
   launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
@@ -373,7 +375,7 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
         out.copy_(dense.view(out.sizes()));
       });
 }
-// LITERALINCLUDE END: CH08_MULTINOMIAL
+// LITERALINCLUDE END: CH08_INVERT_CDF
 
 /** Raises unless 0..n-1 are exact in `dtype`, with CPU's wording. */
 void checkRandpermRange(int64_t n, at::ScalarType dtype) {

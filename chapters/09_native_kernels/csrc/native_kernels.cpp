@@ -33,7 +33,7 @@
 namespace accinte {
 namespace {
 
-// LITERALINCLUDE START: CH09_TABLE
+// LITERALINCLUDE START: CH09_NATIVE_OPERATOR
 /**
  * An operator that runs natively: its C++ Meta function, and the overload
  * its CPU kernel runs as.
@@ -63,6 +63,7 @@ struct NativeOperator {
       c10::CompileTimeFunctionPointer<                               \
           __VA_ARGS__, static_cast<std::add_pointer_t<__VA_ARGS__>>( \
                            &at::meta::function)>())
+// LITERALINCLUDE END: CH09_NATIVE_OPERATOR
 
 using Tensor = at::Tensor;
 using In = const at::Tensor&;
@@ -374,11 +375,13 @@ Tensor dropoutBackwardMeta(In grad_output, In mask, double scale) {
 #define ACCINTE_HAND_WRITTEN(function) \
   c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(function))
 
+// LITERALINCLUDE START: CH09_TABLE
 // NB: `neg`, `abs.out` and the views are chapter 02's, the random operators
 // chapter 08's: an operator has one PrivateUse1 kernel. Composites need no
 // entry: `linear`, `matmul`, `cross_entropy`, `abs` and `clone` reach the
 // device through the operators listed here. The optimizers' `_foreach_*`
 // operators have kernels of their own (foreach_kernels.cpp).
+// LITERALINCLUDE START: CH09_FIRST_ROWS
 const std::vector<NativeOperator>& nativeOperators() {
   static const std::vector<NativeOperator> operators = {
       // Elementwise arithmetic: broadcasting and type promotion come from
@@ -387,6 +390,7 @@ const std::vector<NativeOperator>& nativeOperators() {
       {"add.Tensor", "add.out", ACCINTE_META(add)}, // LITERALINCLUDE EMPHASIZE
       {"add_.Tensor", "", ACCINTE_META(add_)},      // LITERALINCLUDE EMPHASIZE
       {"add.out", "", ACCINTE_META(add_outf)},      // LITERALINCLUDE EMPHASIZE
+      // LITERALINCLUDE END: CH09_FIRST_ROWS
       {"sub.Tensor", "sub.out", ACCINTE_META(sub)},
       {"sub_.Tensor", "", ACCINTE_META(sub_)},
       {"sub.out", "", ACCINTE_META(sub_outf)},
@@ -907,6 +911,7 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
     }
   }
 
+  // LITERALINCLUDE START: CH09_STEP_CHECK
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
     if (fills_with_tensor_ && fillFromTensor(stack)) {
@@ -925,7 +930,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
     }
     meta_.callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta),
                     &meta); // LITERALINCLUDE EMPHASIZE
+    // LITERALINCLUDE END: CH09_STEP_CHECK
 
+    // LITERALINCLUDE START: CH09_STEP_RESULTS
     // 2. The results: new device tensors, or the arguments they write.
     std::vector<c10::IValue> results;
     if (written_.empty()) {
@@ -941,7 +948,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
       checkOverlap(op, arguments);
     }
     resizeOutArguments(arguments, meta);
+    // LITERALINCLUDE END: CH09_STEP_RESULTS
 
+    // LITERALINCLUDE START: CH09_STEP_LAUNCH
     // 3. One kernel runs ATen's CPU kernel on the device memory.
     const bool writes_results = out_overload_.has_value() || !written_.empty();
     std::vector<c10::IValue> launched(arguments.begin(), arguments.end());
@@ -975,7 +984,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
             }
           });
     }
+    // LITERALINCLUDE END: CH09_STEP_LAUNCH
 
+    // LITERALINCLUDE START: CH09_STEP_RETURN
     // 4. The results replace the arguments on the stack.
     if (!written_.empty()) {
       results.clear();
@@ -988,6 +999,7 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
       torch::jit::push(*stack, std::move(result));
     }
   }
+  // LITERALINCLUDE END: CH09_STEP_RETURN
 
  private:
   /**

@@ -47,7 +47,7 @@ struct Argument {
   const Tensor& tensor;
 };
 
-// LITERALINCLUDE START: CH09_RNN_CHECKS
+// LITERALINCLUDE START: CH09_RNN_DEVICE_DTYPE
 /**
  * The checks every cell kernel makes on the host, before anything is
  * queued: the defined tensors are on one accinte device and share one
@@ -87,7 +87,9 @@ void checkDeviceAndDtype(const char* op, std::initializer_list<Argument> args) {
               "but got ",
               dtype);
 }
+// LITERALINCLUDE END: CH09_RNN_DEVICE_DTYPE
 
+// LITERALINCLUDE START: CH09_RNN_CHECKS
 /**
  * The sizes a forward cell takes, as CUDA's checks them: gate tensors
  * [batch, gates * hidden_size], optional biases of gates * hidden_size
@@ -264,6 +266,8 @@ std::tuple<Tensor, Tensor, Tensor> fusedLstmCell(
       cell_out(cy.view({batch, hidden_size})), saved(workspace);
   const auto ibias = kernelTensor(input_bias),
              hbias = kernelTensor(hidden_bias);
+  // LITERALINCLUDE END: CH09_RNN_LSTM_FORWARD
+  // LITERALINCLUDE START: CH09_RNN_FORWARD_KERNEL
   launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
       input_gates.device().index(),
       {igates.buffer(), hgates.buffer(), previous.buffer(), hidden_out.buffer(),
@@ -299,7 +303,7 @@ std::tuple<Tensor, Tensor, Tensor> fusedLstmCell(
       });
   return {hy, cy, workspace};
 }
-// LITERALINCLUDE END: CH09_RNN_LSTM_FORWARD
+// LITERALINCLUDE END: CH09_RNN_FORWARD_KERNEL
 
 // LITERALINCLUDE START: CH09_RNN_LSTM_BACKWARD
 /**
@@ -350,6 +354,8 @@ std::tuple<Tensor, Tensor, Tensor> fusedLstmCellBackward(
   const c10::DeviceGuard guard(workspace.device());
   Tensor grad_gates = at::empty(workspace.sizes(), workspace.options());
   Tensor grad_cx = at::empty(cx.sizes(), cx.options());
+  // LITERALINCLUDE END: CH09_RNN_LSTM_BACKWARD
+  // LITERALINCLUDE START: CH09_RNN_BACKWARD_KERNEL
   if (grad_cx.numel() > 0) {
     const KernelTensor previous(cx), cell(cy), saved(workspace),
         gates_out(grad_gates), cx_out(grad_cx);
@@ -390,7 +396,7 @@ std::tuple<Tensor, Tensor, Tensor> fusedLstmCellBackward(
   Tensor grad_bias = has_bias ? grad_gates.sum(0) : Tensor();
   return {grad_gates, grad_cx, grad_bias};
 }
-// LITERALINCLUDE END: CH09_RNN_LSTM_BACKWARD
+// LITERALINCLUDE END: CH09_RNN_BACKWARD_KERNEL
 
 /**
  * `_thnn_fused_gru_cell`: one GRU step from the two gate products. With r,

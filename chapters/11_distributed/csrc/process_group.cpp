@@ -201,7 +201,9 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
     const c10::StreamGuard guard(stream_);
     future_->markCompleted(at::IValue(outputs_)); // LITERALINCLUDE EMPHASIZE
   }
+  // LITERALINCLUDE END: CH11_WORK
 
+  // LITERALINCLUDE START: CH11_AWAIT
   bool isCompleted() override {
     // NB: if the collective failed, the query raises its failure, once, as
     // a query of any event after failed work does.
@@ -253,7 +255,7 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
   c10::Event done_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
-// LITERALINCLUDE END: CH11_WORK
+// LITERALINCLUDE END: CH11_AWAIT
 
 ProcessGroupAccl::ProcessGroupAccl(
     int rank, int size, c10::intrusive_ptr<c10d::Backend> hostBackend)
@@ -303,7 +305,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   // LITERALINCLUDE EMPHASIZE NEXT 2
   ready.record(currentStream(device->index()));
   ready.block(comm);
+  // LITERALINCLUDE END: CH11_COLLECTIVE
 
+  // LITERALINCLUDE START: CH11_STAGING
   // Everything from here on is queued on the communication stream: the
   // copies into pinned buffers, the collective, the copies back.
   const c10::StreamGuard streamGuard(comm);
@@ -342,7 +346,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
         std::vector<at::Tensor> writes = cpuViews(writeBuffers);
         run(reads, writes, stale);
       });
+  // LITERALINCLUDE END: CH11_STAGING
 
+  // LITERALINCLUDE START: CH11_COPY_BACK
   for (size_t i = 0; i < writes.size(); ++i) {
     writes[i].copy_(hostWrites[i], /*non_blocking=*/true);
   }
@@ -361,7 +367,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   return c10::make_intrusive<AcclWork>(rank_, type, comm, writes, blocksHost,
                                        std::move(sourceRank));
 }
-// LITERALINCLUDE END: CH11_COLLECTIVE
+// LITERALINCLUDE END: CH11_COPY_BACK
 
 // LITERALINCLUDE START: CH11_ALLREDUCE
 c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::allreduce(

@@ -294,6 +294,8 @@ void ActivityProfilerSession::addActivity(
   activity.endTime = clock_.toUnixNanoseconds(record.end);
   activity.threadId = static_cast<int32_t>(record.threadId);
   activity.linked = op;
+  // LITERALINCLUDE END: CH12_ACTIVITY
+  // LITERALINCLUDE START: CH12_PLACEMENT
   // A runtime call sits on its host thread's row; the work on its stream's
   // row of its device, as CUPTI's records do.
   activity.flow.id = static_cast<uint32_t>(record.correlationId);
@@ -335,7 +337,7 @@ void ActivityProfilerSession::addActivity(
     activity.addMetadata("dst device", record.dstDevice);
   }
 }
-// LITERALINCLUDE END: CH12_ACTIVITY
+// LITERALINCLUDE END: CH12_PLACEMENT
 
 // LITERALINCLUDE START: CH12_USER_RANGES
 void ActivityProfilerSession::addUserAnnotations(
@@ -556,7 +558,9 @@ class EventStubs final : public torch::profiler::impl::ProfilerStubs {
     ACCINTE_CHECK(accinteEventElapsedTime(&milliseconds, first, second));
     return milliseconds * 1000; // PyTorch expects microseconds
   }
+  // LITERALINCLUDE END: CH12_STUBS
 
+  // LITERALINCLUDE START: CH12_STUB_RANGES
   // NB: CUDA's stubs forward these to NVTX. The emulator's kernel name stack
   // is the nearest thing: kernels launched inside a range take its name.
   void mark(const char* name) const override {}
@@ -590,7 +594,7 @@ const bool event_stubs_registered = [] {
   torch::profiler::impl::registerPrivateUse1Methods(&stubs);
   return true;
 }();
-// LITERALINCLUDE END: CH12_STUBS
+// LITERALINCLUDE END: CH12_STUB_RANGES
 
 } // namespace
 

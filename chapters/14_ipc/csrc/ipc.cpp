@@ -75,7 +75,9 @@ class CounterPage {
     }
     return std::shared_ptr<CounterPage>(new CounterPage(map(fd), fd, nonce));
   }
+  // LITERALINCLUDE END: CH14_COUNTER_PAGE
 
+  // LITERALINCLUDE START: CH14_PAGE_OPEN
   /** The producer's page `handle` names, mapped into this process (once per
    * page: later calls share the first mapping). */
   static std::shared_ptr<CounterPage> open(const RefCounterHandle& handle) {
@@ -113,7 +115,9 @@ class CounterPage {
     cached = page;
     return page;
   }
+  // LITERALINCLUDE END: CH14_PAGE_OPEN
 
+  // LITERALINCLUDE START: CH14_PAGE_REST
   ~CounterPage() {
     munmap(counters_, kCounterSlots * sizeof(int64_t));
     if (fd_ >= 0) {
@@ -162,7 +166,7 @@ class CounterPage {
   int fd_;
   uint64_t nonce_;
 };
-// LITERALINCLUDE END: CH14_COUNTER_PAGE
+// LITERALINCLUDE END: CH14_PAGE_REST
 
 /** Destroys an emulator event when it goes out of scope. */
 struct EventHolder {
@@ -314,7 +318,9 @@ void forgetInForkedChild() {
 const bool forkHandlerRegistered = [] {
   return pthread_atfork(nullptr, nullptr, &forgetInForkedChild) == 0;
 }();
+// LITERALINCLUDE END: CH14_RECEIVED
 
+// LITERALINCLUDE START: CH14_RELEASE_RECEIVED
 /** Closes this process's mapping of a received storage, then tells the
  * producer. */
 void release(void* base, CounterPage& page, int64_t slot) {
@@ -343,7 +349,7 @@ void releaseReceivedStorage(void* context) {
   }
   release(received->base, *received->page, received->slot);
 }
-// LITERALINCLUDE END: CH14_RECEIVED
+// LITERALINCLUDE END: CH14_RELEASE_RECEIVED
 
 } // namespace
 
@@ -450,7 +456,9 @@ c10::DataPtr mapSharedStorage(const SharedStorage& shared, pid_t producer,
 }
 
 } // namespace
+// LITERALINCLUDE END: CH14_OPEN
 
+// LITERALINCLUDE START: CH14_STORAGE_WAIT
 c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
   auto page = counterPage(shared, producer);
   c10::DataPtr dataPtr;
@@ -473,7 +481,7 @@ c10::Storage openSharedStorage(const SharedStorage& shared, pid_t producer) {
   waitForProducer(shared, producer); // LITERALINCLUDE EMPHASIZE
   return storage;
 }
-// LITERALINCLUDE END: CH14_OPEN
+// LITERALINCLUDE END: CH14_STORAGE_WAIT
 
 void acceptSharedStorageAgain(const SharedStorage& shared, pid_t producer) {
   auto page = counterPage(shared, producer);

@@ -60,7 +60,9 @@ void backwardOnEveryDevice() {
     torch::autograd::backward({leaf.sum()});
   }
 }
+// LITERALINCLUDE END: CH04_DRAIN_DEVICE_THREADS
 
+// LITERALINCLUDE START: CH04_DRAIN_WAIT
 /**
  * Waits (with the GIL released) until each accinte autograd device thread
  * has finished the work of earlier backward passes. Returns false if that
@@ -104,7 +106,7 @@ bool drainAutogradDeviceThreads() {
       "accinte: could not wait for autograd's device threads: ", state->error);
   return true;
 }
-// LITERALINCLUDE END: CH04_DRAIN_DEVICE_THREADS
+// LITERALINCLUDE END: CH04_DRAIN_WAIT
 
 void bindChapter04(py::module_& m) {
   m.def("_drain_autograd_device_threads", &drainAutogradDeviceThreads,

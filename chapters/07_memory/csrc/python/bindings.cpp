@@ -181,7 +181,9 @@ py::dict memoryStats(c10::DeviceIndex device) {
   dict["max_split_size"] = stats.max_split_size;
   return dict;
 }
+// LITERALINCLUDE END: CH07_BIND_STATS
 
+// LITERALINCLUDE START: CH07_BIND_FUNCTIONS
 void bindChapter07(py::module_& m) {
   m.def("_memory_stats", &memoryStats, py::arg("device"),
         "The caching allocator's statistics of a device, as nested dicts.");
@@ -242,7 +244,7 @@ void bindChapter07(py::module_& m) {
       py::arg("ptr"));
   bindPools(m);
 }
-// LITERALINCLUDE END: CH07_BIND_STATS
+// LITERALINCLUDE END: CH07_BIND_FUNCTIONS
 
 const BindingRegistrar chapter07("07_memory", &bindChapter07);
 

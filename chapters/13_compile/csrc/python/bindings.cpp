@@ -71,7 +71,9 @@ void launchCompiledKernel(uintptr_t entry, const std::string& name,
   auto* stream = reinterpret_cast<accinteStream_t>(raw_stream);
   int device = 0;
   ACCINTE_CHECK(accinteStreamGetDevice(stream, &device));
+  // LITERALINCLUDE END: CH13_LAUNCH
 
+  // LITERALINCLUDE START: CH13_KERNEL_ARGS
   std::vector<KernelArgument> arguments(args.size());
   std::vector<HostScalar> host_scalars;
   std::vector<const void*> buffers;
@@ -113,7 +115,9 @@ void launchCompiledKernel(uintptr_t entry, const std::string& name,
                   "; a kernel takes tensors, ints and floats");
     }
   }
+  // LITERALINCLUDE END: CH13_KERNEL_ARGS
 
+  // LITERALINCLUDE START: CH13_ENQUEUE_COMPILED
   py::gil_scoped_release no_gil;
   ACCINTE_CHECK(launchNamedKernel(
       stream, name.c_str(), buffers.data(), buffers.size(),
@@ -132,7 +136,7 @@ void launchCompiledKernel(uintptr_t entry, const std::string& name,
         }
       }));
 }
-// LITERALINCLUDE END: CH13_LAUNCH
+// LITERALINCLUDE END: CH13_ENQUEUE_COMPILED
 
 void bindChapter13(py::module_& m) {
   m.def("_launch_compiled_kernel", &launchCompiledKernel,

@@ -47,7 +47,9 @@ class AccinteInterface(DeviceInterface):
             if device is None:
                 device = _worker_device[0]
             return torch.accinte.get_device_properties(device)
+    # LITERALINCLUDE END: CH13_INTERFACE
 
+    # LITERALINCLUDE START: CH13_DEVICE_FUNCTIONS
     current_device = staticmethod(torch.accinte.current_device)
     set_device = staticmethod(torch.accinte.set_device)
     device_count = staticmethod(torch.accinte.device_count)
@@ -92,7 +94,7 @@ class AccinteInterface(DeviceInterface):
         # NB: no Triton backend here; Inductor then never picks Triton for
         # the device, whatever config.cpu_backend says.
         return False
-# LITERALINCLUDE END: CH13_INTERFACE
+# LITERALINCLUDE END: CH13_DEVICE_FUNCTIONS
 
 
 
@@ -142,8 +144,10 @@ _POLYFILLS = {
     "current_stream": _current_stream,
     "set_stream": _set_stream,
 }
+# LITERALINCLUDE END: CH13_POLYFILLS
 
 
+# LITERALINCLUDE START: CH13_DYNAMO_REGISTRATION
 def register() -> None:
     """Registers accinte with Dynamo; this module's import does."""
     from torch._dynamo import substitute_in_graph
@@ -158,7 +162,7 @@ def register() -> None:
     # Dynamo turns the `stream` of every registered device interface into a
     # stream context, once the function counts as one of torch's.
     get_torch_obj_rule_map()[torch.accinte.stream] = TorchInGraphFunctionVariable
-# LITERALINCLUDE END: CH13_POLYFILLS
+# LITERALINCLUDE END: CH13_DYNAMO_REGISTRATION
 
 
 register()
