@@ -89,7 +89,7 @@ Tensor& reluInPlaceMeta(Tensor& self) {
 // CPU and CUDA kernels check their arguments themselves. Each host check
 // here makes the CPU kernel's checks, in its words, before anything is
 // launched, and shapes the results as the CPU kernel shapes them; the
-// launch asserts that they match (copyInto).
+// launch asserts that they match (copyResults()).
 
 /**
  * The options of a normalization's statistics and parameter gradients: the
@@ -857,6 +857,45 @@ void launchWithBuffers(c10::DeviceIndex device,
 }
 // LITERALINCLUDE END: CH09_LAUNCH
 
+/**
+ * Copies the CPU results of a functional kernel into the views of the device
+ * outputs, alone or in lists.
+ */
+void copyResults(const torch::jit::Stack& outputs,
+                 const torch::jit::Stack& results) {
+  struct Found {
+    size_t position;
+    int64_t element;
+    at::Tensor tensor;
+  };
+  const auto collect = [](const torch::jit::Stack& values) {
+    std::vector<Found> found;
+    forEachTensorAt(values, [&](size_t position, int64_t element,
+                                const at::Tensor& tensor) {
+      found.push_back({position, element, tensor});
+    });
+    return found;
+  };
+  const std::vector<Found> targets = collect(outputs);
+  const std::vector<Found> computed = collect(results);
+  TORCH_INTERNAL_ASSERT(outputs.size() == results.size() &&
+                        targets.size() == computed.size());
+  for (size_t index = 0; index < targets.size(); ++index) {
+    const at::Tensor& output = targets[index].tensor;
+    const at::Tensor& result = computed[index].tensor;
+    // NB: a host check written by hand shaped the output; copy_ would
+    // broadcast or convert a result it got wrong, silently.
+    TORCH_INTERNAL_ASSERT(
+        targets[index].position == computed[index].position &&
+            targets[index].element == computed[index].element &&
+            output.sizes() == result.sizes() &&
+            output.dtype() == result.dtype(),
+        "result ", targets[index].position,
+        " differs from its host check's shape");
+    output.copy_(result);
+  }
+}
+
 // LITERALINCLUDE START: CH09_CPU_KERNEL_ON_DEVICE
 /**
  * The boxed accinte kernel of every operator of nativeOperators().
@@ -952,37 +991,18 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
 
     // LITERALINCLUDE START: CH09_STEP_LAUNCH
     // 3. One kernel runs ATen's CPU kernel on the device memory.
-    const bool writes_results = out_overload_.has_value() || !written_.empty();
     std::vector<c10::IValue> launched(arguments.begin(), arguments.end());
     if (out_overload_.has_value()) {
       launched.insert(launched.end(), results.begin(), results.end());
     }
+    // NB: only a functional operator without an out= overload (`relu`) has
+    // its CPU results copied into the device results.
+    const bool copies = !out_overload_.has_value() && written_.empty();
     if (anyElements(written_.empty() ? results : launched)) {
-      KernelArguments kernel_arguments(launched);
-      std::vector<const void*> buffers = kernel_arguments.buffers();
-      KernelArguments outputs(writes_results
-                                  ? c10::ArrayRef<c10::IValue>()
-                                  : c10::ArrayRef<c10::IValue>(results));
-      buffers.insert(buffers.end(), outputs.buffers().begin(),
-                     outputs.buffers().end());
-      const c10::OperatorHandle cpu_op = out_overload_.value_or(op);
-      launchWithBuffers( // LITERALINCLUDE EMPHASIZE
-          device.index(), buffers,
-          [cpu_op, kernel_arguments = std::move(kernel_arguments),
-           outputs = std::move(outputs), writes_results] {
-            // NB: the views are plain CPU tensors: nothing above the CPU
-            // kernel (autograd, the lazy conjugation of a view) is left to
-            // do. The operators whose PrivateUse1 kernel receives a
-            // conjugated tensor are the ones whose kernels resolve it, on
-            // the CPU as well.
-            const at::AutoDispatchBelowADInplaceOrView below_autograd;
-            torch::jit::Stack cpu = kernel_arguments.cpuStack();
-            cpu_op.redispatchBoxed( // LITERALINCLUDE EMPHASIZE
-                c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-            if (!writes_results) {
-              copyInto(outputs.cpuStack(), cpu);
-            }
-          });
+      launchCpuKernel( // LITERALINCLUDE EMPHASIZE
+          device.index(), out_overload_.value_or(op), launched,
+          copies ? c10::ArrayRef<c10::IValue>(results)
+                 : c10::ArrayRef<c10::IValue>());
     }
     // LITERALINCLUDE END: CH09_STEP_LAUNCH
 
@@ -1079,27 +1099,6 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
     return any;
   }
 
-  /** Copies the CPU results of a functional kernel into the views of the
-   * device outputs. */
-  static void copyInto(const torch::jit::Stack& outputs,
-                       const torch::jit::Stack& results) {
-    TORCH_INTERNAL_ASSERT(outputs.size() == results.size());
-    for (size_t index = 0; index < outputs.size(); ++index) {
-      const at::Tensor& output = outputs[index].toTensor();
-      const at::Tensor& result = results[index].toTensor();
-      // NB: a host check written by hand shaped the output; copy_ would
-      // broadcast or convert a result it got wrong, silently.
-      TORCH_INTERNAL_ASSERT(
-          output.defined() == result.defined() &&
-              (!output.defined() || (output.sizes() == result.sizes() &&
-                                     output.dtype() == result.dtype())),
-          "result ", index, " differs from its host check's shape");
-      if (output.defined()) {
-        output.copy_(result);
-      }
-    }
-  }
-
   c10::KernelFunction meta_;
   std::optional<c10::OperatorHandle> out_overload_;
   // NB: a fill writes the same value through every alias of an element, so
@@ -1147,6 +1146,7 @@ void NativeKernel::operator()(torch::jit::Stack* stack) const {
       op_, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
 }
 
+// LITERALINCLUDE START: CH09_CPU_KERNEL_LAUNCH
 void launchCpuKernel(c10::DeviceIndex device, const c10::OperatorHandle& cpu_op,
                      c10::ArrayRef<c10::IValue> arguments,
                      c10::ArrayRef<c10::IValue> outputs) {
@@ -1155,37 +1155,24 @@ void launchCpuKernel(c10::DeviceIndex device, const c10::OperatorHandle& cpu_op,
   std::vector<const void*> buffers = kernel_arguments.buffers();
   buffers.insert(buffers.end(), results.buffers().begin(),
                  results.buffers().end());
-  launchWithBuffers(
+  launchWithBuffers( // LITERALINCLUDE EMPHASIZE
       device, buffers,
       [cpu_op, kernel_arguments = std::move(kernel_arguments),
        results = std::move(results), copies = !outputs.empty()] {
+        // NB: the views are plain CPU tensors: nothing above the CPU kernel
+        // (autograd, the lazy conjugation of a view) is left to do. The
+        // operators whose PrivateUse1 kernel receives a conjugated tensor
+        // are the ones whose kernels resolve it, on the CPU as well.
         const at::AutoDispatchBelowADInplaceOrView below_autograd;
         torch::jit::Stack cpu = kernel_arguments.cpuStack();
-        cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU),
-                               &cpu);
-        if (!copies) {
-          return;
-        }
-        // NB: the caller shaped the outputs; copy_ would broadcast or
-        // convert a result they do not match, silently.
-        const torch::jit::Stack views = results.cpuStack();
-        std::vector<at::Tensor> targets, computed;
-        forEachTensorAt(views, [&](size_t, int64_t, const at::Tensor& view) {
-          targets.push_back(view);
-        });
-        forEachTensorAt(cpu, [&](size_t, int64_t, const at::Tensor& result) {
-          computed.push_back(result);
-        });
-        TORCH_INTERNAL_ASSERT(targets.size() == computed.size());
-        for (size_t index = 0; index < targets.size(); ++index) {
-          TORCH_INTERNAL_ASSERT(
-              targets[index].sizes() == computed[index].sizes() &&
-                  targets[index].dtype() == computed[index].dtype(),
-              "result ", index, " differs from its host check's shape");
-          targets[index].copy_(computed[index]);
+        cpu_op.redispatchBoxed( // LITERALINCLUDE EMPHASIZE
+            c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+        if (copies) {
+          copyResults(results.cpuStack(), cpu);
         }
       });
 }
+// LITERALINCLUDE END: CH09_CPU_KERNEL_LAUNCH
 
 std::vector<std::string> nativeKernelOperators() {
   std::vector<std::string> names;
