@@ -1,7 +1,13 @@
-"""What several sections share: comparing with the CPU, and finding the
-backend's own operators through the dispatcher."""
+"""What several sections share: comparing with the CPU, finding the
+backend's own operators through the dispatcher, keeping the random state,
+and running fresh interpreters."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
 
 import torch
 
@@ -76,3 +82,78 @@ def tensor_arguments(op, make):
             return None
         args.append(make())
     return args
+
+
+@contextlib.contextmanager
+def preserved_rng(ctx):
+    """Restores the CPU generator, and the device's generators when the
+    device module has ``get_rng_state_all``, whatever the check does, so a
+    check that seeds leaves no trace for the next one."""
+    cpu = torch.get_rng_state()
+    module = ctx.module
+    device_states = None
+    try:
+        device_states = module.get_rng_state_all()
+    except Exception:  # no generator yet: nothing to restore
+        device_states = None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if device_states is not None:
+            module.set_rng_state_all(device_states)
+
+
+def run_children(ctx, codes, timeout=600.0, cwd=None, argv=None):
+    """Runs one fresh interpreter per source in ``codes`` at once (or, with
+    ``argv``, that command line once per entry of ``codes``); returns
+    their ``(returncode, stdout, stderr)``. The bound is generous: a
+    child still running after ``timeout`` seconds (a hang, never a slow
+    machine) is killed and reported, and no child outlives the call."""
+    processes = [
+        subprocess.Popen(argv or ctx.child_argv(code), env=ctx.child_env(), cwd=cwd,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+        for code in codes
+    ]
+    results = []
+    try:
+        for process in processes:
+            try:
+                out, err = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                # NB: the whole session: a child's own children (a spawned
+                # consumer) hold its pipes open and would outlive it.
+                _kill_session(process)
+                out, err = process.communicate()
+                err += f"\n(killed after {timeout:.0f} s)"
+            results.append((process.returncode, out, err))
+    finally:
+        for process in processes:
+            _kill_session(process)
+    return results
+
+
+def _kill_session(process):
+    """Kills the session ``run_children`` started ``process`` in: the child
+    and whatever it started."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def import_line(ctx) -> str:
+    """The line a child runs first: imports torch, and the backend's
+    package when the backend does not load with ``import torch``."""
+    line = "import torch\n"
+    if ctx.package:
+        line += f"import {ctx.package}\n"
+    return line
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a child's stderr: its error."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"

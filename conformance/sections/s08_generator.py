@@ -13,8 +13,8 @@ import warnings
 
 import torch
 
-from conformance._api import Section
-from conformance.sections._util import need_devices, preserved_rng
+from .._api import Section
+from .._helpers import need_devices, preserved_rng
 
 SECTION = Section(
     chapter="08", title="generator",

@@ -17,8 +17,8 @@ import io
 
 import torch
 
-from conformance._api import Section
-from conformance.sections._util import need_devices
+from .._api import Section
+from .._helpers import need_devices
 
 SECTION = Section(
     chapter="10", title="storage and serialization",

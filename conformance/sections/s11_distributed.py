@@ -15,8 +15,8 @@ import os
 import tempfile
 import textwrap
 
-from conformance._api import Section
-from conformance.sections._util import import_line, last_line, run_children
+from .._api import Section
+from .._helpers import import_line, last_line, run_children
 
 SECTION = Section(
     chapter="11", title="distributed",

@@ -15,7 +15,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from conformance._api import Section
+from .._api import Section
 
 SECTION = Section(
     chapter="12", title="profiler",

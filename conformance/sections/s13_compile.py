@@ -11,7 +11,7 @@ results and the gradients.
 
 import torch
 
-from conformance._api import Section
+from .._api import Section
 
 SECTION = Section(
     chapter="13", title="compile",

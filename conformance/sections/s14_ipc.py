@@ -16,8 +16,8 @@ liveness; nothing depends on how fast the machine is.
 import os
 import tempfile
 
-from conformance._api import Section
-from conformance.sections._util import import_line, last_line, run_children
+from .._api import Section
+from .._helpers import import_line, last_line, run_children
 
 SECTION = Section(
     chapter="14", title="IPC",

@@ -21,7 +21,7 @@ import time
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conformance._api import Section, Skip
+from .._api import Section, Skip
 
 SECTION = Section(
     chapter="real", title="real use",
