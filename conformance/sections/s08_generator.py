@@ -17,7 +17,7 @@ from .._api import Section
 from .._helpers import need_devices, preserved_rng
 
 SECTION = Section(
-    chapter="08", title="generator",
+    chapter="08", title="Random number generator",
     missing="no device generator: random operators do not draw from a seedable per-device generator")
 
 

@@ -21,7 +21,7 @@ from .._api import Section
 from .._helpers import need_devices
 
 SECTION = Section(
-    chapter="10", title="storage and serialization",
+    chapter="10", title="Storage and serialization",
     missing="device tensors do not survive torch.save/torch.load")
 
 _CH01 = dict(chapter="01")

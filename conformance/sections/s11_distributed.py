@@ -19,7 +19,7 @@ from .._api import Section
 from .._helpers import import_line, last_line, run_children
 
 SECTION = Section(
-    chapter="11", title="distributed",
+    chapter="11", title="Distributed: a c10d backend",
     missing="no c10d backend registered for the device: init_process_group() and collectives "
             "of device tensors fail")
 

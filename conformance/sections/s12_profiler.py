@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 from .._api import Section
 
 SECTION = Section(
-    chapter="12", title="profiler",
+    chapter="12", title="Profiler",
     missing="no activity profiler for the device: torch.profiler records no device kernels or copies")
 
 _ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]

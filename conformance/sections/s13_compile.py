@@ -14,7 +14,7 @@ import torch
 from .._api import Section
 
 SECTION = Section(
-    chapter="13", title="compile",
+    chapter="13", title="torch.compile",
     missing="torch.compile's default backend (Inductor) cannot generate or run code for the device")
 
 

@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._api import Section, Skip
 
 SECTION = Section(
-    chapter="real", title="real use",
+    chapter="real", title="Real use",
     missing="a training script's building block does not behave on the device as on the CPU")
 
 
