@@ -278,7 +278,8 @@ def test_foreach_in_place_operators_write_every_tensor():
 def test_amp_unscale_writes_its_list_and_its_flag():
     # _amp_foreach_non_finite_check_and_unscale_(Tensor(a!)[] self,
     # Tensor(b!) found_inf, Tensor inv_scale): a list and a tensor written.
-    assert not has_accinte_kernel("aten::_amp_foreach_non_finite_check_and_unscale_")
+    # NB: it takes the fallback until chapter 09 gives it a native kernel
+    # (the run of stage 02 to 08 checks the fallback); both must write them.
     grads = [torch.tensor([1.0, float("inf")]), torch.ones(2, 2)]
     on_device = to_device(grads, "accinte")
     found, device_found = torch.zeros(1), torch.zeros(1, device="accinte")
@@ -292,8 +293,8 @@ def test_amp_unscale_writes_its_list_and_its_flag():
 
 def test_fused_adam_writes_every_list():
     # _fused_adam_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[]
-    # exp_avgs, ...): several written lists in one call.
-    assert not has_accinte_kernel("aten::_fused_adam_")
+    # exp_avgs, ...): several written lists in one call. As above, the
+    # fallback's until chapter 09, a native kernel's after.
     generator = torch.Generator().manual_seed(0)
     state = [[torch.randn(4, generator=generator), torch.randn(2, 3, generator=generator)]
              for _ in range(4)]
