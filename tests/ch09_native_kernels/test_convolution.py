@@ -47,6 +47,10 @@ CONFIGURATIONS = {
     "transposed conv3d": ((1, 2, 3, 3, 2), (2, 2, 2, 2, 2), True, [2, 1, 1], [0, 0, 0],
                           [1, 1, 1], True, [1, 0, 0], 1),
     "empty batch": ((0, 3, 5, 5), (4, 3, 3, 3), True, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+    # The CPU gives no output channel: a host check that gave the weight's
+    # two failed the launch, at the next synchronize.
+    "no input channel": ((1, 0, 4, 4), (2, 0, 3, 3), True, [1, 1], [0, 0], [1, 1], False,
+                         [0, 0], 1),
 }
 
 

@@ -125,7 +125,9 @@ std::vector<int64_t> convolutionOutputSizes(
     TORCH_CHECK(kernel_fits, "Calculated padded input size per channel: (",
                 joined(padded), "). Kernel size: (", joined(kernel),
                 "). Kernel size can't be greater than actual input size");
-    sizes.push_back(w[0]);
+    // NB: with no input channel the CPU (and PyTorch's fake kernel) gives
+    // no output channel either, whatever the weight holds.
+    sizes.push_back(input.size(1) == 0 ? 0 : w[0]);
     for (const auto d : c10::irange(dims)) {
       sizes.push_back((padded[d] - kernel[d]) / stride[d] + 1);
     }
@@ -231,7 +233,11 @@ std::tuple<Tensor, Tensor, Tensor> convolutionBackwardMeta(
         at::empty(weight.sizes(), weight.options().memory_format(format));
   }
   if (output_mask[2]) {
-    grad_bias = at::empty({sizes[1]}, grad_output.options());
+    // NB: the bias's elements, which are the output's channels except with
+    // no input channel (see above), where the gradient is all zeros.
+    const int64_t channels =
+        transposed ? weight.size(1) * groups.expect_int() : weight.size(0);
+    grad_bias = at::empty({channels}, grad_output.options());
   }
   return {grad_input, grad_weight, grad_bias};
 }
