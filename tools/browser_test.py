@@ -36,9 +36,9 @@ A page fails on:
 * a listing (a captioned block, cut from a source) that shows a tag line
   or an emphasis marker (see tools/check_tags.py), which
   docs/_ext/accinte_listings.py strips;
-* on a chapter page, a listing longer than MAX_LISTING_LINES lines that
-  is not folded (``:fold:``, see docs/_ext/accinte_listings.py): a page
-  shows the few lines that carry the idea, the rest is one click away. A
+* a listing longer than MAX_LISTING_LINES lines that is not folded
+  (``:fold:``, see docs/_ext/accinte_listings.py): a page shows the few
+  lines that carry the idea, the rest is one click away. A
   generated output (``.accinte-output``) is not limited: it is what its
   script printed, which the text around it compares line by line;
 * a landing page without its "How to read a listing" section (LEGEND),
@@ -105,7 +105,7 @@ PHONE, PHONE_HEIGHT = 400, 800
 MIN_DIAGRAM_TEXT = 10
 #: Fewest characters of text a page's article must hold.
 MIN_TEXT = 200
-#: The most lines a listing of a chapter page shows unfolded.
+#: The most lines a listing shows unfolded.
 MAX_LISTING_LINES = 60
 #: The page that explains highlighted lines and folded listings, and the
 #: title of its section that does.
@@ -325,12 +325,10 @@ def chapter_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
 
 
 def listing_problems(page: str, listings: List[Dict[str, Any]]) -> List[str]:
-    """Listings that show a tag or emphasis marker; on a chapter page,
-    unfolded listings longer than MAX_LISTING_LINES."""
+    """Listings that show a tag or emphasis marker, and unfolded listings
+    longer than MAX_LISTING_LINES."""
     problems = [f"listing shows a tag line or marker: {listing['label']}"
                 for listing in listings if listing.get("tagged")]
-    if CHAPTER_PAGE.match(page) is None:
-        return problems
     return problems + [f"listing of {listing['lines']} lines, more than {MAX_LISTING_LINES}, "
             f"not folded: {listing['label']}"
             for listing in listings
@@ -693,12 +691,12 @@ def self_test() -> int:
                 {"label": "Output of d.py", "lines": MAX_LISTING_LINES + 1, "folded": False,
                  "output": True}]
     listing_cases = [
-        ("a long unfolded listing on a chapter page fails (an output does not)",
+        ("a long unfolded listing fails (an output does not)",
          listing_problems("chapters/01_x/README.html", listings),
          [f"listing of {MAX_LISTING_LINES + 1} lines, more than {MAX_LISTING_LINES}, "
           f"not folded: a.cpp: x"]),
-        ("listings of other pages are not limited",
-         listing_problems("docs/emulator.html", listings), []),
+        ("the limit holds on every page, not only on chapter pages",
+         len(listing_problems("docs/emulator.html", listings)), 1),
         ("the legend's page without it fails",
          len(legend_problems(LEGEND[0], [{"title": "Other"}])), 1),
         ("the legend on another page fails",

@@ -139,6 +139,7 @@ accinteError_t planCopy(void* dst, const void* src, size_t count,
     default:
       return accinteErrorInvalidValue;
   }
+  // LITERALINCLUDE START: EMULATOR_COPY_PLAN
   // LITERALINCLUDE EMPHASIZE NEXT
   if (wantDstDevice != dstIsDevice || wantSrcDevice != srcIsDevice) {
     return accinteErrorInvalidMemcpyDirection; // LITERALINCLUDE EMPHASIZE
@@ -160,6 +161,7 @@ accinteError_t planCopy(void* dst, const void* src, size_t count,
   }
   return accinteSuccess;
 }
+// LITERALINCLUDE END: EMULATOR_COPY_PLAN
 
 /** Performs a planned copy; runs on a stream's worker. */
 accinteError_t runCopy(const CopyPlan& plan) {

@@ -75,6 +75,7 @@ Stream::~Stream() {
 }
 
 // LITERALINCLUDE START: EMULATOR_STREAM_WORKER
+// LITERALINCLUDE START: EMULATOR_STREAM_RUN_WORKER
 void Stream::runWorker() {
   isStreamWorker = true;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -100,7 +101,9 @@ void Stream::runWorker() {
     finishLocked(std::move(outcome)); // LITERALINCLUDE EMPHASIZE
   }
 }
+// LITERALINCLUDE END: EMULATOR_STREAM_RUN_WORKER
 
+// LITERALINCLUDE START: EMULATOR_STREAM_WAIT_FOR_WORK
 void Stream::waitForWork(std::unique_lock<std::mutex>& lock) {
   const auto hasWork = [&] { return !queue_.empty() || stopRequested_; };
   if (hasWork()) {
@@ -125,6 +128,7 @@ void Stream::waitForWork(std::unique_lock<std::mutex>& lock) {
   workAvailable_.wait(lock, hasWork);
   workerSleeping_ = false;
 }
+// LITERALINCLUDE END: EMULATOR_STREAM_WAIT_FOR_WORK
 
 Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
   Outcome outcome{accinteErrorLaunchFailure, "", operation->takeFinishedHook()};
@@ -173,6 +177,7 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
   return outcome;
 }
 
+// LITERALINCLUDE START: EMULATOR_STREAM_FINISH
 void Stream::finishLocked(Outcome outcome) {
   // NB: nobody waits on an individual operation, so a failure is kept until
   // a synchronize or query of a stream or event that carries it reports it.
@@ -196,6 +201,7 @@ void Stream::finishLocked(Outcome outcome) {
     outcome.finished(unreported(failures_));
   }
 }
+// LITERALINCLUDE END: EMULATOR_STREAM_FINISH
 
 accinteError_t Stream::takeFailuresLocked() {
   const accinteError_t status = report(failures_);

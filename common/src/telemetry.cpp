@@ -38,6 +38,7 @@ static_assert(kBucketCount * kBucketNs ==
  */
 class BusyTime {
  public:
+  // LITERALINCLUDE START: EMULATOR_BUSY_TRANSITIONS
   /** Notes one more operation running from `now`. */
   void begin(int64_t now) {
     if (running_++ == 0) {
@@ -51,6 +52,7 @@ class BusyTime {
       add(busySince_, now);
     }
   }
+  // LITERALINCLUDE END: EMULATOR_BUSY_TRANSITIONS
 
   /** The busy nanoseconds from `from` (the start of a bucket no older than
    * the ring holds) to `now`. */

@@ -55,6 +55,7 @@ class TraceBuffer {
     detail::activeTraceSession.store(0, std::memory_order_relaxed);
   }
 
+  // LITERALINCLUDE START: EMULATOR_TRACE_COMMIT
   void commit(const PendingActivity& activity) {
     std::lock_guard<std::mutex> lock(mutex_);
     // NB: checked under the lock, so that once disable() (or a new enable())
@@ -72,6 +73,7 @@ class TraceBuffer {
       ++dropped_;
     }
   }
+  // LITERALINCLUDE END: EMULATOR_TRACE_COMMIT
 
   size_t take(accinteActivityRecord* records, size_t capacity) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -32,8 +32,8 @@ SUMMARY and the listing's number of lines on one line (an HTML
 ``<details>`` element, class ``accinte-fold``), which the reader opens with
 a click. A page folds what a reader may skip (the rest of a table whose
 first rows it shows, helpers, a whole class whose steps it showed one by
-one); tools/browser_test.py fails a chapter page on an unfolded listing
-longer than its MAX_LISTING_LINES.
+one); tools/browser_test.py fails a page on an unfolded listing longer
+than its MAX_LISTING_LINES.
 
 Doing this once here keeps the pages' include blocks short and uniform, and
 tools/check_tags.py keeps parsing them unchanged.
