@@ -35,7 +35,7 @@ PYTEST := $(PYTHON) -m pytest -q
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
         outputs-check test-final test-unsanitized flake-check conformance test-conformance \
-        format-check install demo test clean bench bench-snapshot profile-snapshot
+        format-check install demo test clean bench final-stage bench-snapshot profile-snapshot
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -58,6 +58,12 @@ stage: configure ## Build stage STAGE into build/stageNN/python
 	cmake --build $(CMAKE_DIR) -j $(JOBS) --target stage$(STAGE)
 	@echo "stage $(STAGE): PYTHONPATH=$(BUILD)/stage$(STAGE)/python"
 
+# The final stage alone: what the targets that test only it build. Its
+# objects are every chapter's; the earlier stages would add only their links
+# and their trees (about 100 MB each), which nothing there runs.
+final-stage: configure
+	cmake --build $(CMAKE_DIR) -j $(JOBS) --target stage$(FINAL_STAGE)
+
 test-stage: stage ## Run the tests of chapters 01..STAGE against stage STAGE
 	PYTHONPATH=$(BUILD)/stage$(STAGE)/python $(PYTEST) $(call tests_up_to,$(STAGE))
 
@@ -74,16 +80,16 @@ test-emulator-sanitized: ## The emulator gtests under ASan + UBSan, then under T
 	cmake --build $(BUILD)/emulator-tsan -j $(JOBS)
 	ctest --test-dir $(BUILD)/emulator-tsan --output-on-failure -j $(JOBS)
 
-# The sanitized build: every stage with ASan + UBSan, in a tree of its own.
-# PyTorch and Python are not instrumented: tools/sanitizer/run.sh preloads the
-# sanitizer runtime and holds its options.
+# The sanitized build: the final stage (every chapter's objects) with ASan +
+# UBSan, in a tree of its own. PyTorch and Python are not instrumented:
+# tools/sanitizer/run.sh preloads the sanitizer runtime and holds its options.
 SANITIZED := $(BUILD)/sanitized
 
-test-sanitized: deps ## Every stage under ASan + UBSan, the final stage's whole suite with the runtime preloaded
+test-sanitized: deps ## The final stage under ASan + UBSan, its whole suite with the runtime preloaded
 	cmake -S . -B $(SANITIZED)/cmake -G Ninja -DACCINTE_SANITIZE=address \
 	  -DACCINTE_STAGE_ROOT=$(CURDIR)/$(SANITIZED) \
 	  -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
-	cmake --build $(SANITIZED)/cmake -j $(JOBS)
+	cmake --build $(SANITIZED)/cmake -j $(JOBS) --target stage$(FINAL_STAGE)
 	@# NB: --capture=sys: a sanitizer report is written to file descriptor 2,
 	@# which pytest's default capture would swallow with the process.
 	PYTHONPATH=$(SANITIZED)/stage$(FINAL_STAGE)/python tools/sanitizer/run.sh \
@@ -190,7 +196,7 @@ test-stages: build ## Each chapter's tests against its own stage
 # the final stage. NB: the install into a fresh venv builds with setup.py in
 # build/cmake, the installed torch's tree: it runs only without TORCH_VERSION.
 FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads tests/conformance
-test-final: build ## All tests and the workloads against the final stage, the install into a fresh venv included
+test-final: final-stage ## All tests and the workloads against the final stage, the install into a fresh venv included
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(FINAL_TESTS)
 
@@ -213,8 +219,8 @@ test-unsanitized: build ## The workloads, the kit's and the install tests agains
 COMPAT_LOGS := $(BUILD)/test-compat
 test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TORCH), side by side
 	@set -e; for version in $(COMPAT_TORCH); do \
-	  echo "== build against torch $$version"; \
-	  $(MAKE) --no-print-directory TORCH_VERSION=$$version build; \
+	  echo "== build the final stage against torch $$version"; \
+	  $(MAKE) --no-print-directory TORCH_VERSION=$$version final-stage; \
 	done
 	@rm -rf $(COMPAT_LOGS) && mkdir -p $(COMPAT_LOGS)
 	@for version in $(COMPAT_TORCH); do \
