@@ -35,7 +35,8 @@ PYTEST := $(PYTHON) -m pytest -q
 .PHONY: help deps configure build stage test-stage test-stages test-compat test-emulator \
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
         outputs-check test-final test-unsanitized flake-check conformance test-conformance \
-        format-check install demo test clean bench final-stage bench-snapshot profile-snapshot
+        format-check install demo test clean bench final-stage bench-snapshot profile-snapshot \
+        sanitized-build check
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -47,8 +48,11 @@ $(BUILD)/.deps: tools/install_deps.sh requirements/torch.txt requirements/build.
 	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) tools/install_deps.sh
 	@mkdir -p $(BUILD) && touch $@
 
+# NB: the trees of the extra releases are compiled without debug information
+# (a third of their compile time); they exist to run the suite.
 configure: deps
 	cmake -S . -B $(CMAKE_DIR) -G Ninja -DACCINTE_STAGE_ROOT=$(CURDIR)/$(BUILD) \
+	  -DACCINTE_DEBUG_INFO=$(if $(TORCH_VERSION),OFF,ON) \
 	  -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
 
 build: configure ## Build the emulator and every stage
@@ -85,11 +89,13 @@ test-emulator-sanitized: ## The emulator gtests under ASan + UBSan, then under T
 # tools/sanitizer/run.sh preloads the sanitizer runtime and holds its options.
 SANITIZED := $(BUILD)/sanitized
 
-test-sanitized: deps ## The final stage under ASan + UBSan, its whole suite with the runtime preloaded
+sanitized-build: deps ## Build the final stage with ASan + UBSan into build/sanitized/
 	cmake -S . -B $(SANITIZED)/cmake -G Ninja -DACCINTE_SANITIZE=address \
 	  -DACCINTE_STAGE_ROOT=$(CURDIR)/$(SANITIZED) \
 	  -DPython3_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
 	cmake --build $(SANITIZED)/cmake -j $(JOBS) --target stage$(FINAL_STAGE)
+
+test-sanitized: sanitized-build ## The final stage under ASan + UBSan, its whole suite with the runtime preloaded
 	@# NB: --capture=sys: a sanitizer report is written to file descriptor 2,
 	@# which pytest's default capture would swallow with the process.
 	PYTHONPATH=$(SANITIZED)/stage$(FINAL_STAGE)/python tools/sanitizer/run.sh \
@@ -137,6 +143,7 @@ docs-check: ## Tag checker, link checker, output wrapping and benchmark report s
 	$(PYTHON) tools/check_tags.py
 	$(PYTHON) tools/check_links.py --self-test
 	$(PYTHON) tools/browser_test.py --self-test
+	$(PYTHON) tools/timed_steps.py --self-test
 	$(PYTHON) docs/_ext/accinte_pytorch.py --check
 	$(PYTHON) tools/generate_outputs.py --self-test
 	$(PYTHON) benchmarks/bench_report.py --self-test
@@ -212,27 +219,25 @@ test-unsanitized: build ## The workloads, the kit's and the install tests agains
 	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) tests/workloads tests/conformance $(INSTALL_TESTS)
 
-# The releases are built one after the other, then their suites run side by
-# side, each in its own trees with its output in COMPAT_LOGS/<version>.log,
-# printed whole once both are done: two suites on two cores, which their
-# tests must stand as they stand `make flake-check`'s load.
-COMPAT_LOGS := $(BUILD)/test-compat
+# Each extra release in a virtual environment and trees of its own:
+# compat-build-X.Y.Z builds the final stage against torch X.Y.Z,
+# compat-test-X.Y.Z runs the final stage's whole suite there. test-compat
+# runs them for every release in COMPAT_TORCH, JOBS at a time (a release's
+# suite once its build has passed), each step's output printed whole when
+# it ends: two suites on two cores, which their tests must stand as they
+# stand `make flake-check`'s load.
+compat-build-%:
+	$(MAKE) --no-print-directory TORCH_VERSION=$* final-stage
+
+compat-test-%: compat-build-%
+	$(MAKE) --no-print-directory TORCH_VERSION=$* test-final
+
+COMPAT_STEPS := $(foreach v,$(COMPAT_TORCH),compat-build-$(v)) \
+                $(foreach v,$(COMPAT_TORCH),compat-test-$(v):compat-build-$(v))
+STEP_RUNNER = $(PYTHON) tools/timed_steps.py --make "$(MAKE) --no-print-directory" \
+  --slots $(JOBS) --logs $(BUILD)/steps
 test-compat: ## The final stage's whole suite against each of torch $(COMPAT_TORCH), side by side
-	@set -e; for version in $(COMPAT_TORCH); do \
-	  echo "== build the final stage against torch $$version"; \
-	  $(MAKE) --no-print-directory TORCH_VERSION=$$version final-stage; \
-	done
-	@rm -rf $(COMPAT_LOGS) && mkdir -p $(COMPAT_LOGS)
-	@for version in $(COMPAT_TORCH); do \
-	  { $(MAKE) --no-print-directory TORCH_VERSION=$$version test-final \
-	      > $(COMPAT_LOGS)/$$version.log 2>&1; \
-	    echo $$? > $(COMPAT_LOGS)/$$version.status; } & \
-	done; wait
-	@failed=0; for version in $(COMPAT_TORCH); do \
-	  echo "== the final stage's whole suite against torch $$version"; \
-	  cat $(COMPAT_LOGS)/$$version.log; \
-	  test "$$(cat $(COMPAT_LOGS)/$$version.status)" -eq 0 || failed=1; \
-	done; exit $$failed
+	@$(STEP_RUNNER) --name "make test-compat" $(COMPAT_STEPS)
 
 # The conformance kit (conformance/, shipped in every stage as
 # torch_accinte.conformance) against each stage of CONFORMANCE_STAGES, each
@@ -249,18 +254,43 @@ conformance: build ## The conformance kit against every stage (CONFORMANCE_STAGE
 test-conformance: build ## The conformance kit against stages TEST_CONFORMANCE_STAGES (what `make test` runs)
 	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(TEST_CONFORMANCE_STAGES)
 
-# What `make test` runs, in order; each step is a target. tools/timed_steps.py
-# runs them one by one, stops at the first that fails and ends, pass or
-# fail, with a table of each step's seconds. outputs-check comes after
-# test-stages, whose chapter test runs it reads (TEST_LOGS) instead of
-# running them again.
-TEST_STEPS := docs-check test-emulator test-emulator-sanitized fuzz build test-stages \
-              outputs-check test-unsanitized test-conformance test-sanitized docs-browser-test \
-              test-compat
+# What `make test` runs. Each step is a target, followed by the steps it
+# waits for (`STEP:AFTER,...`); tools/timed_steps.py runs them JOBS at a
+# time, the first ready step of the list first, starts nothing after a
+# failure, and ends, pass or fail, with a table of each step's seconds and
+# the total against the budgets. NB: two lanes keep both cores busy. The
+# builds (each already JOBS wide) run one after the other, in the order
+# their tests need them; beside them run the suites, one thread each, the
+# longest chain first. The steps that use build/stageNN (test-stages,
+# outputs-check, test-unsanitized, test-conformance: each rebuilds or reads
+# those trees, and the install tests rebuild the final one) wait for each
+# other; every other step has trees of its own. outputs-check reads the
+# chapter test runs test-stages keeps (TEST_LOGS) instead of running them
+# again.
+# $(call one_after_another,a b c) is `a b:a c:b`.
+one_after_another = $(firstword $(1)) $(call _after,$(firstword $(1)),$(wordlist 2,$(words $(1)),$(1)))
+_after = $(if $(2),$(firstword $(2)):$(1) $(call _after,$(firstword $(2)),$(wordlist 2,$(words $(2)),$(2))))
+BUILD_LANE := build sanitized-build $(foreach v,$(COMPAT_TORCH),compat-build-$(v)) \
+              test-emulator-sanitized fuzz
+TEST_STEPS := $(call one_after_another,$(BUILD_LANE)) \
+              test-stages:build $(call _after,test-stages,outputs-check test-unsanitized test-conformance) \
+              test-sanitized:sanitized-build \
+              $(foreach v,$(COMPAT_TORCH),compat-test-$(v):compat-build-$(v)) \
+              docs-check test-emulator docs-browser-test
+# The budgets `make test` reports against, in minutes: on a machine of the
+# project's kind (2 cores), from a clean clone, with ccache and pip's cache
+# empty (cold) or filled by an earlier run (warm). docs/reliability.md keeps
+# the last measurement of each.
+TEST_BUDGETS := cold=60 warm=30
 
 test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end
-	@TEST_LOGS=$(STAGE_TEST_LOGS) $(PYTHON) tools/timed_steps.py \
-	  --make "$(MAKE) --no-print-directory" $(TEST_STEPS)
+	@TEST_LOGS=$(STAGE_TEST_LOGS) $(STEP_RUNNER) --name "make test" \
+	  $(foreach b,$(TEST_BUDGETS),--budget $(b)) $(TEST_STEPS)
+
+# The develop loop: the docs checks, the emulator's gtests and the tests of
+# chapter STAGE against its own stage (a few minutes once built).
+check: docs-check test-emulator stage ## Docs checks, emulator gtests and chapter STAGE's own tests against stage STAGE
+	PYTHONPATH=$(BUILD)/stage$(STAGE)/python $(PYTEST) $(call chapter_tests,$(STAGE))
 
 # Flakiness made visible: TESTS (pytest node ids or files, against STAGE)
 # and OUTPUTS (output/ scripts, against their own stage), N runs of each,

@@ -52,7 +52,21 @@ else
 fi
 if [ "$have_torch" != "$want_torch" ]; then
   echo "install_deps: installing torch==$want_torch (found '${have_torch:-none}'; supported: '$(echo $supported)')"
-  "$PYTHON" -m pip install -q --disable-pip-version-check "torch==$want_torch"
+  if [ -n "${TORCH_VERSION:-}" ]; then
+    # NB: an extra release's wheels (a CUDA build: about 3 GB with its CUDA
+    # libraries) are kept outside the clone, one folder per release, so a
+    # clean clone does not fetch them again (pip's own cache does not keep
+    # files that large). `pip download` checks every file already there
+    # against the index's sha256 and fetches again any that differs; the
+    # install then reads the folder alone.
+    wheels="${ACCINTE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_accinte/wheels}/torch-$want_torch"
+    mkdir -p "$wheels"
+    "$PYTHON" -m pip download -q --disable-pip-version-check --dest "$wheels" "torch==$want_torch"
+    "$PYTHON" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheels" \
+      "torch==$want_torch"
+  else
+    "$PYTHON" -m pip install -q --disable-pip-version-check "torch==$want_torch"
+  fi
 fi
 # pip resolves against the installed torch and installs only what is missing.
 "$PYTHON" -m pip install -q --disable-pip-version-check \

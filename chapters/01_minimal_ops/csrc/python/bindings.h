@@ -12,7 +12,7 @@
 
 #include <accinte/export.h>
 
-#include <torch/python.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace accinte::python {
 
