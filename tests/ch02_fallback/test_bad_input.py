@@ -29,3 +29,21 @@ def test_a_scalar_on_the_other_accinte_device_is_refused(function):
     torch.testing.assert_close(function(on_zero, torch.tensor(2.0)).cpu(),
                                function(VALUES, torch.tensor(2.0)))
     torch.testing.assert_close((scalar_on_one * 3).cpu(), torch.tensor(6.0))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.cat([x[2:], x[:2]], out=x),
+    lambda x: torch.atan2(x[:4], x[2:], out=x[2:]),
+    lambda x: torch.stack([x[:3], x[3:]], out=x.view(2, 3)),
+], ids=["cat", "atan2", "stack"])
+def test_a_written_argument_overlapping_an_input_is_refused(call):
+    """The CPU kernel's own overlap check would see the fallback's host
+    copies, which never overlap: the fallback checks the device tensors
+    first and raises the CPU's error, leaving the tensor unchanged."""
+    with pytest.raises(RuntimeError) as on_cpu:
+        call(torch.arange(6.0))
+    x = torch.arange(6.0, device="accinte")
+    with pytest.raises(RuntimeError) as on_device:
+        call(x)
+    assert str(on_device.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+    assert torch.equal(x.cpu(), torch.arange(6.0))

@@ -358,6 +358,13 @@ def test_a_tensor_is_filled_with_one_of_its_own_elements():
     y = torch.arange(6.0, device="accinte").reshape(2, 3)
     y[1].fill_(y[0, 1])
     assert torch.equal(y.cpu(), torch.tensor([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]))
+    # The other fills that read a 0-dim value first, as on the CPU.
+    z = torch.arange(5.0, device="accinte")
+    z.masked_fill_(z > 2, z[1])
+    assert torch.equal(z.cpu(), torch.tensor([0.0, 1.0, 2.0, 1.0, 1.0]))
+    w = torch.arange(5.0, device="accinte")
+    w.index_fill_(0, torch.tensor([0], device="accinte"), w[3])
+    assert torch.equal(w.cpu(), torch.tensor([3.0, 1.0, 2.0, 3.0, 4.0]))
 
 
 def test_a_device_tensor_is_filled_from_another_device():

@@ -302,6 +302,27 @@ def test_native_dropout_mask_and_scale(dtype):
     assert bool(same_mask.cpu().all())
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "permuted", "strided view"])
+def test_native_dropout_lays_out_its_results_as_the_cpu(layout):
+    """The output and the mask keep the input's memory format, as the CPU's
+    do (`nn.Dropout` on a channels_last activation stays channels_last); the
+    numbers drawn are those of the same input stored contiguously."""
+    make = {"channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+            "permuted": lambda t: t.permute(0, 1, 3, 2),
+            "strided view": lambda t: t.contiguous(memory_format=torch.channels_last)[..., ::2]}
+    base = torch.randn(2, 3, 4, 6)
+    expected = torch.native_dropout(make[layout](base), 0.5, True)
+    x = make[layout](base.to("accinte"))
+    state = torch.accinte.get_rng_state()
+    output, mask = torch.native_dropout(x, 0.5, True)
+    for result, cpu in zip((output, mask), expected):
+        assert result.stride() == cpu.stride(), (layout, result.stride(), cpu.stride())
+    torch.testing.assert_close(output.cpu(), x.cpu() * mask.cpu() / 0.5)
+    torch.accinte.set_rng_state(state)
+    _, contiguous_mask = torch.native_dropout(x.contiguous(), 0.5, True)
+    assert torch.equal(mask.cpu(), contiguous_mask.cpu())
+
+
 def test_dropout_reproducible_and_scaled():
     x = torch.ones(N, device="accinte")
     state = torch.accinte.get_rng_state()

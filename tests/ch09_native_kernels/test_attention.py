@@ -193,6 +193,23 @@ def test_math_and_dropout_and_gqa_take_the_math_path():
     assert FUSED in ops
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_a_float32_mask_with_a_half_precision_query_takes_the_math_path(dtype):
+    """PyTorch takes a float32 mask with a bfloat16 or float16 query; the
+    fused kernel adds a bias of the query's dtype, so the choice gives these
+    to the math path, and the results are the CPU's."""
+    inputs = [sample(2, 2, 4, 8, seed=s).to(DEVICE, dtype) for s in range(3)]
+    mask = sample(4, 4, seed=5).to(DEVICE)
+    assert torch._fused_sdp_choice(*inputs, mask) == SDPBackend.MATH.value
+    out, grads, ops, fallbacks = attention(inputs, mask)
+    assert fallbacks == {}, f"took the CPU fallback: {fallbacks}"
+    assert FUSED not in ops and "aten::_scaled_dot_product_attention_math" in ops
+    ref_out, ref_grads = reference(inputs, mask)
+    torch.testing.assert_close(out.cpu().double(), ref_out, **TOLERANCE[dtype])
+    for grad, ref in zip(grads, ref_grads):
+        torch.testing.assert_close(grad.cpu().double(), ref, **TOLERANCE[dtype])
+
+
 def test_three_dimensional_inputs_match_the_cpu():
     # NB: the choice refuses what the fused kernel does not take, 3-D inputs
     # among them. Torch 2.13's SDPA asks it about the 3-D inputs, which take

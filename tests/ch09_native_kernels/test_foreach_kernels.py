@@ -195,10 +195,17 @@ SAME_DEVICE = ("Expected all tensors to be on the same device, but found at leas
                                       [torch.ones(2, dtype=torch.long, device=d)]),
     lambda d: torch._foreach_norm([torch.ones(2, dtype=torch.long, device=d)]),
     lambda d: torch._foreach_norm([torch.ones(2, device=d), torch.ones(0, device=d)], float("inf")),
+    # NB: lists the one launch takes, refused by the single-tensor operator's
+    # own check, which the multi-tensor kernel skips.
+    lambda d: torch._foreach_neg([torch.ones(2, dtype=torch.bool, device=d)] * 2),
+    lambda d: torch._foreach_neg_([torch.ones(2, dtype=torch.bool, device=d)] * 2),
+    lambda d: torch._foreach_sub_([torch.ones(2, dtype=torch.bool, device=d)] * 2,
+                                  [torch.ones(2, dtype=torch.bool, device=d)] * 2),
 ], ids=["list lengths", "third list length", "scalar list length", "tensor operand not 0-dim",
         "empty list", "cast of the result", "sizes", "sqrt_ of integers",
         "addcdiv_ of integers", "norm of integers",
-        "infinity norm of an empty tensor"])
+        "infinity norm of an empty tensor", "neg of bools", "neg_ of bools",
+        "sub_ of bools"])
 def test_bad_lists_raise_the_cpus_errors_before_the_launch(call):
     with pytest.raises(Exception) as on_cpu:
         call("cpu")

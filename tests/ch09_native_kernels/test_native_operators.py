@@ -119,6 +119,11 @@ CASES = {
     "max_pool2d backward": (
         lambda x, g: torch.autograd.grad(F.max_pool2d(x, 2), x, g)[0],
         sample(2, 3, 6, 6).requires_grad_(), sample(2, 3, 3, 3, seed=1)),
+    "replication padding": (lambda x, y, z: (F.pad(x, (1, 2), mode="replicate"),
+                                             F.pad(y, (2, 1, 0, 1), mode="replicate"),
+                                             F.pad(z, (1, 0, 1, 1, 0, 2), mode="replicate")),
+                            sample(2, 3, 5), sample(2, 3, 4, 5, seed=1),
+                            sample(1, 2, 3, 4, 3, seed=2)),
     # matrix products
     "mm": (torch.mm, matrix, vector),
     "matmul of a transposed view": (lambda x, y: x.t() @ y, sample(4, 5), vector),
@@ -189,6 +194,65 @@ CASES = {
 def test_matches_cpu_without_the_fallback(name):
     function, *inputs = CASES[name]
     assert_same(*run_both(function, *inputs))
+
+
+def column_major(x):
+    """The same values with the last two dimensions stored transposed."""
+    return x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x
+
+
+def every_other(x):
+    """The same values, as a view of every other element of a larger tensor."""
+    if x.dim() == 0:
+        return x
+    larger = x.new_zeros(*x.shape[:-1], 2 * x.shape[-1])
+    larger[..., ::2] = x
+    return larger[..., ::2]
+
+
+def channels_last(x):
+    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+
+LAYOUTS = {"column-major": column_major, "every other element": every_other,
+           "channels_last": channels_last}
+
+
+def laid_out(value, layout, device="cpu"):
+    """``value`` on ``device``, stored as ``layout`` stores it; a tensor that
+    requires grad stays a leaf that does."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    tensor = LAYOUTS[layout](value.detach().to(device, copy=True))
+    return tensor.requires_grad_() if value.requires_grad else tensor
+
+
+def assert_same_layout(expected, result):
+    """Values, dtype and strides (of the dimensions longer than 1)."""
+    if isinstance(expected, (tuple, list)):
+        for e, r in zip(expected, result, strict=True):
+            assert_same_layout(e, r)
+        return
+    assert_same(expected, result)
+    strides = [(e, r) for size, e, r in zip(expected.shape, expected.stride(), result.stride())
+               if size > 1]
+    assert [r for _, r in strides] == [e for e, _ in strides], (
+        f"strides {result.stride()} where the CPU gives {expected.stride()}")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", CASES)
+def test_matches_cpu_on_inputs_of_every_layout(name, layout):
+    """Every case on inputs stored column-major, as strided views and
+    channels_last: the kernels read the real strides, and shape their
+    results as the CPU kernel does, memory format included."""
+    function, *inputs = CASES[name]
+    expected = function(*[laid_out(x, layout) for x in inputs])
+    device_inputs = [laid_out(x, layout, "accinte") for x in inputs]
+    with torch.accinte.record_fallbacks() as record:
+        result = function(*device_inputs)
+    assert record.calls == {}, f"took the CPU fallback: {record.calls}"
+    assert_same_layout(expected, result)
 
 
 @pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_", "pow_", "lerp_",
@@ -452,6 +516,23 @@ def test_a_cpu_tensor_is_filled_with_a_device_scalar():
     assert torch.equal(x.cpu(), torch.full((2,), 7.0))
     with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
         torch.zeros(3).fill_(torch.ones(1, device="accinte"))
+
+
+def test_masked_fill_reads_a_value_on_the_other_device():
+    # As CUDA's masked_fill_: a 0-dim value on another device is read with
+    # item(); the mask must be on self's device.
+    mask = torch.tensor([True, False, True, False])
+    expected = torch.zeros(4).masked_fill_(mask, torch.tensor(3.0))
+    x = torch.zeros(4, device="accinte:0")
+    value = torch.tensor(3.0, device="accinte:1")
+    with torch.accinte.record_fallbacks() as record:
+        assert x.masked_fill_(mask.to("accinte:0"), value) is x
+        filled = torch.zeros(4, device="accinte:0").masked_fill(mask.to("accinte:0"), value)
+    assert record.calls == {}
+    assert torch.equal(x.cpu(), expected) and torch.equal(filled.cpu(), expected)
+    assert filled.device == torch.device("accinte:0")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        x.masked_fill_(mask.to("accinte:1"), 1.0)
 
 
 def test_a_tensor_is_filled_with_one_of_its_elements():

@@ -497,8 +497,13 @@ def rank_fails(rank, world, device):
     # Rank 1 leaves before the collective. Rank 0's collective ends with the
     # host backend's error within the group's timeout, never a hang, and the
     # first read of its result reports it instead of returning stale values.
+    # NB: rank 1 leaves once rank 0's group is up: leaving earlier could
+    # break rank 0's init_process_group, still connecting the backends.
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
+        store.wait(["rank 0 is up"])
         os._exit(3)
+    store.set("rank 0 is up", "1")
     tensor = torch.ones(2, device=device)
     dist.all_reduce(tensor)
     try:

@@ -6,12 +6,14 @@ it.
 
 Inductor compiles each kernel with the C++ compiler, a second or more each,
 which would make this chapter's tests the slowest of all. They share one
-Inductor cache, kept in the build tree per torch release, so that the later
-runs with the same release (CI runs the chapter against its stage, the
-final stage and the sanitized build) find the kernels compiled already.
+Inductor cache per torch release, kept outside the clone (see
+_inductor_cache()), so that the later runs with the same release (CI runs
+the chapter against its stage and the sanitized build, and again from the
+next clean clone) find the kernels compiled already.
 """
 
 import contextlib
+import hashlib
 import os
 import pathlib
 
@@ -20,12 +22,36 @@ from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
+
+
+def _inductor_cache() -> pathlib.Path:
+    """The tests' Inductor cache: one per torch release and per version of
+    what generated code depends on, outside the clone, so a clean clone
+    compiles again only the kernels that changed.
+
+    NB: Inductor keys its caches by the generated source (and chapter 13's
+    code generator, through its cache key pass), not by the headers that
+    source is compiled against: the emulator's API headers and chapter 13's
+    sources name the directory.
+    """
+    digest = hashlib.sha256()
+    sources = [*(REPO / "common" / "include").rglob("*.h"),
+               *(REPO / "chapters" / "13_compile").rglob("*.py"),
+               *(REPO / "chapters" / "13_compile").rglob("*.cpp")]
+    for source in sorted(sources):
+        digest.update(source.relative_to(REPO).as_posix().encode())
+        digest.update(source.read_bytes())
+    root = pathlib.Path(os.environ.get("ACCINTE_INDUCTOR_CACHE") or pathlib.Path(
+        os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+        / "torch_accinte" / "inductor")
+    return root / f"{torch.__version__}-{digest.hexdigest()[:16]}"
+
+
 # NB: set as this module is imported, while collecting: importing Dynamo
 # sets the variable to Inductor's default (/tmp/torchinductor_<user>) when
 # it is unset, so a value equal to the default is replaced as well.
 if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(
-        REPO / "build" / "inductor-cache" / torch.__version__)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_inductor_cache())
 
 import pytest  # noqa: E402
 import torch._dynamo  # noqa: E402

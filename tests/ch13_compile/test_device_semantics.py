@@ -116,6 +116,20 @@ def test_accelerator_calls_are_traced(accinte):
     assert_three_way(torch.compile(fn)(x.to(accinte)), fn(x.to(accinte)), x * 3)
 
 
+def test_device_count_is_a_constant_of_the_graph(accinte):
+    # torch.cuda.device_count() fails under fullgraph=True on torch 2.13 (an
+    # operator that returns no tensor); accinte's polyfill takes the count,
+    # fixed for the process, as a constant when Dynamo traces.
+    def fn(x):
+        return x * torch.accinte.device_count() + torch.accinte.device_count()
+
+    x = torch.randn(8)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)(x.to(accinte))
+    assert_three_way(compiled, fn(x.to(accinte)), x * 2 + 2)
+    assert graph_breaks(fn, x.to(accinte)) == 0
+
+
 def test_synchronize_in_a_compiled_function(accinte):
     # It breaks the graph on purpose (torch_accinte/dynamo.py): the kernels
     # before it must have run when it returns.

@@ -2,6 +2,7 @@
 
 #include <01_minimal_ops/csrc/extensions.h>
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/ConvUtils.h>
 #include <c10/core/Device.h>
@@ -62,13 +63,6 @@ std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
   return std::nullopt;
 }
 // LITERALINCLUDE END: CH02_REFUSAL_LIST
-
-/** True when the schema marks the argument as written (`Tensor(a!)`,
- * `Tensor(a!)?`, `Tensor(a!)[]`). */
-bool isWritten(const c10::Argument& argument) {
-  const c10::AliasInfo* alias = argument.alias_info();
-  return alias != nullptr && alias->isWrite();
-}
 
 // LITERALINCLUDE START: CH02_SAME_DEVICE
 // NB: as for CUDA, an index may stay on the host for advanced indexing
@@ -266,6 +260,46 @@ class UndeclaredWriteBack {
 
 } // namespace
 
+bool isWritten(const c10::Argument& argument) {
+  const c10::AliasInfo* alias = argument.alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
+// LITERALINCLUDE START: CH02_PARTIAL_OVERLAP
+void checkNoPartialOverlap(const c10::OperatorHandle& op,
+                           c10::ArrayRef<c10::IValue> arguments) {
+  const auto& schema = op.schema().arguments();
+  // What the operator reads, with its place in a list (-1: alone).
+  std::vector<std::pair<int64_t, at::Tensor>> read;
+  for (size_t index = 0; index < arguments.size(); ++index) {
+    // NB: a 0-dim `value` (`fill_`, `masked_fill_`, `index_fill_`) is a
+    // number the CPU kernel reads before it writes: `x.fill_(x[2])` is fine.
+    const bool number = schema[index].name() == "value" &&
+                        arguments[index].isTensor() &&
+                        arguments[index].toTensor().dim() == 0;
+    if (!isWritten(schema[index]) && !number) {
+      forEachTensorOf(arguments[index], [&](int64_t element, at::Tensor t) {
+        read.emplace_back(element, std::move(t));
+      });
+    }
+  }
+  for (size_t index = 0; index < arguments.size(); ++index) {
+    if (!isWritten(schema[index])) {
+      continue;
+    }
+    forEachTensorOf(arguments[index], [&](int64_t element, at::Tensor out) {
+      for (const auto& [other, input] : read) {
+        // NB: two lists pair element by element (`_foreach_*`); a tensor
+        // alone meets every element of a list (`cat`'s inputs).
+        if (element < 0 || other < 0 || element == other) {
+          at::assert_no_partial_overlap(out, input);
+        }
+      }
+    });
+  }
+}
+// LITERALINCLUDE END: CH02_PARTIAL_OVERLAP
+
 // NB: without this, the fallback would refuse the host `self` as a written
 // host tensor; and `cpu_fallback` could not write back into it anyway.
 bool fillFromAnotherDevice(torch::jit::Stack* stack) {
@@ -298,6 +332,10 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   const std::optional<c10::Device> device = accinteDeviceOf(op, *stack);
+  // NB: the CPU kernel's own check would see the host copies, which never
+  // overlap: `torch.cat([x[2:], x[:2]], out=x)` would return a result.
+  checkNoPartialOverlap(op,
+                        torch::jit::last(*stack, schema.arguments().size()));
   const bool device_argument = hasDeviceArgument(op, *stack);
   const UndeclaredWriteBack undeclared(op, stack);
   // Copies the inputs to the host, runs the CPU kernel, copies the results

@@ -16,8 +16,11 @@
 
 #include <accinte/export.h>
 
+#include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,45 @@ namespace accinte {
  * and, with `RuntimeError`, arguments on two different accinte devices.
  */
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+/** Calls `visit(element, tensor)` for every defined tensor of `value`, alone
+ * (`element` -1) or in a list (`Tensor[]`, `Tensor?[]`). */
+template <typename Visit>
+void forEachTensorOf(const c10::IValue& value, Visit&& visit) {
+  if (value.isTensor() && value.toTensor().defined()) {
+    visit(int64_t{-1}, value.toTensor());
+  } else if (value.isTensorList()) {
+    const c10::List<at::Tensor> list = value.toTensorList();
+    for (size_t element = 0; element < list.size(); ++element) {
+      const at::Tensor tensor = list.get(element);
+      if (tensor.defined()) {
+        visit(static_cast<int64_t>(element), tensor);
+      }
+    }
+  } else if (value.isOptionalTensorList()) {
+    const c10::List<std::optional<at::Tensor>> list =
+        value.toOptionalTensorList();
+    for (size_t element = 0; element < list.size(); ++element) {
+      const std::optional<at::Tensor> tensor = list.get(element);
+      if (tensor.has_value() && tensor->defined()) {
+        visit(static_cast<int64_t>(element), *tensor);
+      }
+    }
+  }
+}
+
+/** Whether the schema marks `argument` as written (`Tensor(a!)`,
+ * `Tensor(a!)?`, `Tensor(a!)[]`). */
+bool isWritten(const c10::Argument& argument);
+
+/**
+ * Raises the CPU's error when a written argument partly overlaps one the
+ * operator reads (the same memory, in place, is fine), as TensorIterator
+ * checks on the CPU. The fallback checks the device tensors before it
+ * copies them; chapter 09's native kernels check before they launch.
+ */
+void checkNoPartialOverlap(const c10::OperatorHandle& op,
+                           c10::ArrayRef<c10::IValue> arguments);
 
 /**
  * `fill_.Tensor(self, value)` with `value` on another device than `self`:

@@ -456,9 +456,11 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
   TORCH_CHECK(at::isFloatingType(input.scalar_type()),
               "native_dropout: expected a floating-point input, got ",
               input.scalar_type());
-  at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
-                                   at::MemoryFormat::Contiguous);
+  // NB: laid out as the input, as the CPU's `input * mask * scale` lays out
+  // its results (channels_last stays channels_last); the kernel computes in
+  // the input's logical order, so the numbers drawn do not depend on it.
+  at::Tensor output = at::empty_like(input);
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
   const double keep = 1.0 - p;
   // NB: p == 1 drops everything; the scale is then 0, not infinity.
   const double scale = keep == 0.0 ? 0.0 : 1.0 / keep;
@@ -475,9 +477,17 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
             {source.buffer(), result.buffer(), kept.buffer()},
             [source, result, kept, philox, keep, scale] {
               const at::Tensor values = source.cpuView().contiguous();
+              const at::Tensor out = result.cpuView();
+              const at::Tensor out_mask = kept.cpuView();
+              // Written in place when contiguous, else through a buffer.
+              const bool direct =
+                  out.is_contiguous() && out_mask.is_contiguous();
+              at::Tensor y_buffer = direct ? out : at::empty_like(values);
+              at::Tensor mask_buffer =
+                  direct ? out_mask : at::empty_like(values, at::kBool);
               const auto* x = values.const_data_ptr<scalar_t>();
-              auto* y = result.cpuView().mutable_data_ptr<scalar_t>();
-              auto* flags = kept.cpuView().mutable_data_ptr<bool>();
+              auto* y = y_buffer.mutable_data_ptr<scalar_t>();
+              auto* flags = mask_buffer.mutable_data_ptr<bool>();
               at::parallel_for(
                   0, values.numel(), kGrainSize,
                   [&](int64_t begin, int64_t end) {
@@ -493,6 +503,10 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
                                                    static_cast<acc_t>(scale));
                     }
                   });
+              if (!direct) {
+                out.copy_(y_buffer);
+                out_mask.copy_(mask_buffer);
+              }
             });
       });
   return {output, mask};

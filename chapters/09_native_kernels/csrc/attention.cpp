@@ -91,6 +91,14 @@ bool fusedKernelTakes(const Tensor& query, const Tensor& key,
         !at::is_expandable_to(mask->sym_sizes(), scores)) {
       return false;
     }
+    // PyTorch takes a float32 mask with a bfloat16 or float16 query (and
+    // converts a boolean one to the query's dtype before the fused call);
+    // the fused kernel adds a bias of the query's dtype: the math path
+    // takes any other.
+    if (mask->scalar_type() != at::kBool &&
+        mask->scalar_type() != query.scalar_type()) {
+      return false;
+    }
   }
   return true;
 }

@@ -9,6 +9,7 @@
 
 #include <09_native_kernels/csrc/native_kernels.h>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/ForeachUtils.h>
@@ -230,6 +231,36 @@ bool canRunAsOneLaunch(const ForeachOperator& entry,
 }
 // LITERALINCLUDE END: CH09_FOREACH_CHECKS
 
+/**
+ * The single-tensor operators' own host checks, for lists that run as one
+ * launch: ATen's loop over the lists, on Meta copies of their first tensors
+ * (and the first element of each scalar list).
+ *
+ * NB: the one launch runs the CPU's multi-tensor kernel, which skips them
+ * (`neg` refuses a bool tensor, in its words); on this route every tensor
+ * of a list has the first one's dtype, so the first tensors stand for all.
+ */
+void checkAsSingleTensors(const c10::OperatorHandle& op,
+                          c10::ArrayRef<c10::IValue> values) {
+  torch::jit::Stack meta;
+  meta.reserve(values.size());
+  for (const c10::IValue& value : values) {
+    if (value.isTensorList()) {
+      const Tensor first = value.toTensorList().get(0);
+      meta.emplace_back(c10::List<Tensor>({at::detail::empty_strided_meta(
+          first.sizes(), first.strides(), first.scalar_type())}));
+    } else if (value.isList()) {
+      const c10::List<c10::IValue> whole = value.toList();
+      c10::impl::GenericList first(whole.elementType());
+      first.push_back(whole.get(0));
+      meta.emplace_back(std::move(first));
+    } else {
+      meta.push_back(value);
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &meta);
+}
+
 /** The results of a functional `_foreach_*` operator, on the device. */
 std::vector<Tensor> foreachResults(ForeachResults kind, at::TensorList first) {
   std::vector<Tensor> results;
@@ -286,6 +317,7 @@ class ForeachKernel final : public c10::OperatorKernel {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
       return;
     }
+    checkAsSingleTensors(op, values);
     const c10::Device device = arguments.lists.front().front().device();
     const c10::DeviceGuard guard(device);
     std::vector<c10::IValue> launched(values.begin(), values.end());

@@ -364,6 +364,36 @@ std::tuple<Tensor, Tensor, Tensor> batchNormBackwardMeta(
   return {grad_input, grad_weight, grad_bias};
 }
 
+/**
+ * `replication_pad1d`, `2d` and `3d`: their Meta function's checks and
+ * sizes, in the input's suggested memory format.
+ *
+ * NB: the CPU kernel lays its result out that way and re-strides an out=
+ * argument of another layout to it, which the Meta function does not say
+ * (it gives a contiguous result). Run on the device memory of a contiguous
+ * output, it would re-stride its own view of that memory and write the
+ * values where the device tensor does not read them.
+ */
+Tensor inSuggestedFormat(In self, const Tensor& shaped) {
+  return at::empty(shaped.sizes(), shaped.options().memory_format(
+                                       self.suggest_memory_format()));
+}
+
+Tensor replicationPad1dMeta(In self, c10::SymIntArrayRef padding) {
+  return inSuggestedFormat(self,
+                           at::meta::replication_pad1d_symint(self, padding));
+}
+
+Tensor replicationPad2dMeta(In self, c10::SymIntArrayRef padding) {
+  return inSuggestedFormat(self,
+                           at::meta::replication_pad2d_symint(self, padding));
+}
+
+Tensor replicationPad3dMeta(In self, c10::SymIntArrayRef padding) {
+  return inSuggestedFormat(self,
+                           at::meta::replication_pad3d_symint(self, padding));
+}
+
 /** `native_dropout_backward`: `grad_output * mask * scale`, as the CPU
  * computes it, so shaped and promoted by the products' Meta functions. */
 Tensor dropoutBackwardMeta(In grad_output, In mask, double scale) {
@@ -546,6 +576,15 @@ const std::vector<NativeOperator>& nativeOperators() {
        ACCINTE_META(max_pool2d_with_indices_backward)},
       {"max_pool2d_with_indices_backward.grad_input", "",
        ACCINTE_META(max_pool2d_with_indices_backward_outf)},
+      // Replication padding (host check above). NB: the out= overloads stay
+      // on chapter 02's fallback, whose CPU copy the CPU kernel may
+      // re-stride.
+      {"replication_pad1d", "replication_pad1d.out",
+       ACCINTE_HAND_WRITTEN(replicationPad1dMeta)},
+      {"replication_pad2d", "replication_pad2d.out",
+       ACCINTE_HAND_WRITTEN(replicationPad2dMeta)},
+      {"replication_pad3d", "replication_pad3d.out",
+       ACCINTE_HAND_WRITTEN(replicationPad3dMeta)},
       // Matrix products.
       {"mm", "mm.out", ACCINTE_META(mm)},
       {"mm.out", "", ACCINTE_META(mm_outf)},
@@ -585,8 +624,11 @@ const std::vector<NativeOperator>& nativeOperators() {
        ACCINTE_HAND_WRITTEN(embeddingBackwardMeta)},
       {"max", "max.unary_out", ACCINTE_HAND_WRITTEN(maxMeta)},
       {"max.unary_out", "", ACCINTE_HAND_WRITTEN(maxOutMeta)},
-      {"native_batch_norm", "native_batch_norm.out",
-       ACCINTE_HAND_WRITTEN(batchNormMeta)},
+      // NB: not through `native_batch_norm.out`: the CPU's out= kernel
+      // computes wrong statistics and results for an input that is not
+      // contiguous (torch 2.13 to 2.15), where its functional kernel is
+      // right; the functional kernel's results are copied instead.
+      {"native_batch_norm", "", ACCINTE_HAND_WRITTEN(batchNormMeta)},
       {"native_batch_norm_backward", "",
        ACCINTE_HAND_WRITTEN(batchNormBackwardMeta)},
       {"native_dropout_backward", "native_dropout_backward.out",
@@ -607,10 +649,6 @@ c10::OperatorHandle atenOperator(std::string_view qualified) {
                                    : std::string(qualified.substr(dot + 1));
   return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(),
                                                         overload.c_str());
-}
-
-bool isWritten(const c10::Argument& argument) {
-  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
 /** `value` with every defined tensor, alone or in a list, replaced by
@@ -646,29 +684,10 @@ c10::IValue mapTensors(const c10::IValue& value, Map&& map) {
 template <typename Visit>
 void forEachTensorAt(c10::ArrayRef<c10::IValue> values, Visit&& visit) {
   for (size_t position = 0; position < values.size(); ++position) {
-    const c10::IValue& value = values[position];
-    if (value.isTensor() && value.toTensor().defined()) {
-      visit(position, int64_t{-1}, value.toTensor());
-    } else if (value.isTensorList()) {
-      const c10::List<at::Tensor> list = value.toTensorList();
-      for (size_t element = 0; element < list.size(); ++element) {
-        const at::Tensor tensor = list.get(element);
-        if (tensor.defined()) {
-          visit(position, static_cast<int64_t>(element), tensor);
-        }
-      }
-    } else if (value.isOptionalTensorList()) {
-      // `Tensor?[]`: `index.Tensor`'s indices, with None for a dimension
-      // taken whole.
-      const c10::List<std::optional<at::Tensor>> list =
-          value.toOptionalTensorList();
-      for (size_t element = 0; element < list.size(); ++element) {
-        const std::optional<at::Tensor> tensor = list.get(element);
-        if (tensor.has_value() && tensor->defined()) {
-          visit(position, static_cast<int64_t>(element), *tensor);
-        }
-      }
-    }
+    forEachTensorOf(values[position],
+                    [&](int64_t element, const at::Tensor& tensor) {
+                      visit(position, element, tensor);
+                    });
   }
 }
 
@@ -916,6 +935,8 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
                op.schema().name() == "aten::zero_" ||
                op.schema().name() == "aten::masked_fill_"),
         fills_with_tensor_(op.schema().name() == "aten::fill_" &&
+                           op.schema().overload_name() == "Tensor"),
+        masks_with_tensor_(op.schema().name() == "aten::masked_fill_" &&
                            op.schema().overload_name() == "Tensor") {
     const c10::FunctionSchema& schema = op.schema();
     const auto& arguments = schema.arguments();
@@ -955,6 +976,9 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
                   torch::jit::Stack* stack) {
     if (fills_with_tensor_ && fillFromTensor(stack)) {
       return;
+    }
+    if (masks_with_tensor_) {
+      readValueOfAnotherDevice(stack);
     }
     const size_t count = op.schema().arguments().size();
     const c10::ArrayRef<c10::IValue> arguments =
@@ -1042,6 +1066,20 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
   }
 
   /**
+   * `masked_fill_.Tensor(self, mask, value)` with a 0-dim `value` on
+   * another accinte device than `self`: takes a host copy of it, which the
+   * launch reads as a number, as CUDA's kernel reads `value.item()`.
+   */
+  static void readValueOfAnotherDevice(torch::jit::Stack* stack) {
+    const at::Tensor& self = (*stack)[stack->size() - 3].toTensor();
+    const at::Tensor value = stack->back().toTensor();
+    if (value.dim() == 0 && value.is_privateuseone() &&
+        value.device() != self.device()) {
+      stack->back() = value.cpu();
+    }
+  }
+
+  /**
    * Gives each out= argument the sizes and strides the Meta kernel gave its
    * stand-in: ATen's out= kernels resize a wrong-sized output (with a
    * warning, which the Meta kernel gave), and the device kernel then writes
@@ -1070,25 +1108,15 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
    */
   void checkOverlap(const c10::OperatorHandle& op,
                     c10::ArrayRef<c10::IValue> arguments) const {
-    for (size_t index : written_) {
-      forEachTensorAt(
-          arguments.slice(index, 1),
-          [&](size_t, int64_t element, const at::Tensor& written) {
-            if (!fills_) {
-              at::assert_no_internal_overlap(written);
-            }
-            forEachTensorAt(arguments, [&](size_t position,
-                                           int64_t other_element,
-                                           const at::Tensor& input) {
-              const bool same_list_element =
-                  element < 0 || other_element < 0 || other_element == element;
-              if (!isWritten(op.schema().arguments()[position]) &&
-                  same_list_element) {
-                at::assert_no_partial_overlap(written, input);
-              }
-            });
-          });
+    if (!fills_) {
+      for (size_t index : written_) {
+        forEachTensorAt(arguments.slice(index, 1),
+                        [](size_t, int64_t, const at::Tensor& written) {
+                          at::assert_no_internal_overlap(written);
+                        });
+      }
     }
+    checkNoPartialOverlap(op, arguments);
   }
 
   static bool anyElements(c10::ArrayRef<c10::IValue> values) {
@@ -1107,6 +1135,8 @@ class CpuKernelOnDevice final : public c10::OperatorKernel {
   bool fills_;
   // `fill_.Tensor`, whose value may be on another device or part of `self`.
   bool fills_with_tensor_;
+  // `masked_fill_.Tensor`, whose value may be on another device.
+  bool masks_with_tensor_;
   std::vector<size_t> written_;
   std::vector<size_t> result_arguments_;
 };

@@ -33,8 +33,14 @@ def rank_main(rank: int, world: int, init_method: str, lose_rank_1: bool) -> Non
         print(f"rank {rank}: after wait(): {tensor.cpu()}", flush=True)
         dist.destroy_process_group()
         return
+    # NB: the lost rank leaves once rank 0's group is up, so rank 0's error
+    # is the collective's: leaving earlier could break rank 0's own
+    # init_process_group, still connecting the group's backends.
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
+        store.wait(["rank 0 is up"])
         os._exit(1)  # the lost rank
+    store.set("rank 0 is up", "1")
     tensor = torch.ones(4, device=device)
     dist.all_reduce(tensor)
     try:

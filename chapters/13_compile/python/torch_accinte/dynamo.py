@@ -118,8 +118,18 @@ def _current_device() -> int:
     return torch.accelerator.current_device_index()
 
 
-def _device_count() -> int:
+# NB: the number of devices is fixed for the process (the emulator reads it
+# once), so Dynamo may take it as a constant of the graph when it traces,
+# as it could not take torch.accelerator.device_count(), an operator that
+# returns no tensor (it fails under fullgraph=True, as torch.cuda's does on
+# torch 2.13).
+@torch.compiler.assume_constant_result
+def _counted_devices() -> int:
     return torch.accelerator.device_count()
+
+
+def _device_count() -> int:
+    return _counted_devices()
 
 
 def _is_available() -> bool:
