@@ -258,25 +258,25 @@ test-conformance: build ## The conformance kit against stages TEST_CONFORMANCE_S
 # waits for (`STEP:AFTER,...`); tools/timed_steps.py runs them JOBS at a
 # time, the first ready step of the list first, starts nothing after a
 # failure, and ends, pass or fail, with a table of each step's seconds and
-# the total against the budgets. NB: two lanes keep both cores busy. The
-# builds (each already JOBS wide) run one after the other, in the order
-# their tests need them; beside them run the suites, one thread each, the
-# longest chain first. The steps that use build/stageNN (test-stages,
-# outputs-check, test-unsanitized, test-conformance: each rebuilds or reads
-# those trees, and the install tests rebuild the final one) wait for each
-# other; every other step has trees of its own. outputs-check reads the
-# chapter test runs test-stages keeps (TEST_LOGS) instead of running them
-# again.
+# the total against the budgets. NB: the machine stays busy, so the order
+# only decides what runs last: the long suites, one thread each, must start
+# as early as their builds allow. So the builds of the trees they run in
+# (each already JOBS wide) come first and one after the other; then the
+# suites, the longest chain first; the short steps fill what is left. The
+# steps that use build/stageNN (test-stages, outputs-check,
+# test-unsanitized, test-conformance: each rebuilds or reads those trees,
+# and the install tests rebuild the final one) wait for each other; every
+# other step has trees of its own. outputs-check reads the chapter test runs
+# test-stages keeps (TEST_LOGS) instead of running them again.
 # $(call one_after_another,a b c) is `a b:a c:b`.
 one_after_another = $(firstword $(1)) $(call _after,$(firstword $(1)),$(wordlist 2,$(words $(1)),$(1)))
 _after = $(if $(2),$(firstword $(2)):$(1) $(call _after,$(firstword $(2)),$(wordlist 2,$(words $(2)),$(2))))
-BUILD_LANE := build sanitized-build $(foreach v,$(COMPAT_TORCH),compat-build-$(v)) \
-              test-emulator-sanitized fuzz
+BUILD_LANE := build sanitized-build $(foreach v,$(COMPAT_TORCH),compat-build-$(v))
 TEST_STEPS := $(call one_after_another,$(BUILD_LANE)) \
               test-stages:build $(call _after,test-stages,outputs-check test-unsanitized test-conformance) \
-              test-sanitized:sanitized-build \
               $(foreach v,$(COMPAT_TORCH),compat-test-$(v):compat-build-$(v)) \
-              docs-check test-emulator docs-browser-test
+              test-sanitized:sanitized-build \
+              docs-check test-emulator test-emulator-sanitized fuzz docs-browser-test
 # The budgets `make test` reports against, in minutes: on a machine of the
 # project's kind (2 cores), from a clean clone, with ccache and pip's cache
 # empty (cold) or filled by an earlier run (warm). docs/reliability.md keeps
