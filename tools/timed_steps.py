@@ -127,7 +127,6 @@ class Runner:
         step.process = None
         print(f"== {self.name}: {step.name} {step.outcome} in {step.seconds:.0f} s; "
               "its output:", flush=True)
-        sys.stdout.flush()
         with open(self.log_of(step), "rb") as log:
             shutil.copyfileobj(log, sys.stdout.buffer)
         sys.stdout.buffer.flush()
