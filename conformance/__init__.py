@@ -75,6 +75,7 @@ def _plan(found) -> list:
                 "check": check.name,
                 "chapter": check.chapter,
                 "missing": check.missing,
+                "deadlines": check.deadlines,
             })
     return plan
 
@@ -248,6 +249,7 @@ def _run_workers(args, echo) -> Run:
     run = Run(device=args.device, package=args.package)
     began = time.monotonic()
     start = 0
+    deadlines = {}
     while True:
         read_fd, write_fd = os.pipe()
         argv = [sys.executable, "-m", _kit_module(), "--worker-fd", str(write_fd),
@@ -275,7 +277,7 @@ def _run_workers(args, echo) -> Run:
             remaining = deadline - time.monotonic()
             ready, _, _ = select.select([reader], [], [], max(remaining, 0))
             if not ready:
-                problem = (f"no result within {args.timeout:g} s: the check hangs"
+                problem = (f"no result within {allowed:g} s: the check hangs"
                            if current else "the worker did not start in time")
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -292,11 +294,13 @@ def _run_workers(args, echo) -> Run:
                 if "plan" in message:
                     if not run.plan:
                         run.plan = message["plan"]
+                        deadlines = {entry["id"]: entry["deadlines"] for entry in run.plan}
                 elif "environment" in message:
                     run.environment = message["environment"]
                 elif "start" in message:
                     current = message["start"]
-                    deadline = time.monotonic() + args.timeout
+                    allowed = args.timeout * deadlines[current]
+                    deadline = time.monotonic() + allowed
                 elif "result" in message:
                     result = message["result"]
                     run.results[result["id"]] = result

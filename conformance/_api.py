@@ -69,6 +69,10 @@ class Check:
     chapter: str
     #: One line: what is missing in the backend when this check fails.
     missing: str
+    #: How many times the kit's deadline (``--timeout``) the check may run:
+    #: more than 1 for a check whose work is long by nature, so that a
+    #: loaded machine does not pass its deadline where nothing hangs.
+    deadlines: int = 1
 
 
 @dataclasses.dataclass
@@ -82,18 +86,19 @@ class Section:
     checks: list = dataclasses.field(default_factory=list)
 
     def check(self, function=None, *, chapter: Optional[str] = None,
-              missing: Optional[str] = None):
+              missing: Optional[str] = None, deadlines: int = 1):
         """Registers ``function`` as a check of this section. ``chapter``:
         the chapter whose mechanism it needs, when not the section's (a
         real-use check, or a stream check in the memory section);
         ``missing``: its own failure line, when the section's says too
-        little."""
+        little; ``deadlines``: how many of the kit's deadlines it may run
+        (see :attr:`Check.deadlines`)."""
 
         def register(f):
             self.checks.append(Check(
                 name=f.__name__, function=f,
                 chapter=chapter or self.chapter,
-                missing=missing or self.missing))
+                missing=missing or self.missing, deadlines=deadlines))
             return f
 
         return register(function) if function is not None else register
