@@ -390,32 +390,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   // NB: the turn is taken and the kernel launched under one lock, so that
   // two host threads cannot queue a later turn ahead of an earlier one on
   // the same stream, which would wait for it forever.
-  const std::lock_guard<std::mutex> orderLock(orderMutex_);
-  auto turn = std::make_shared<Turn>();
-  // LITERALINCLUDE EMPHASIZE NEXT
-  std::shared_ptr<Turn> previous = std::exchange(lastTurn_, turn);
-  try {
-    launchOnCurrentStream(
-        device->index(), {},
-        [run = std::move(run), readBuffers, writeBuffers, collectiveOfAll, type,
-         host = hostBackend_, stream = nativeStream(comm), previous, turn] {
-          const Turn::EndOnExit endOnExit(turn);
-          if (previous) {
-            previous->waitEnded(); // LITERALINCLUDE EMPHASIZE
-          }
-          // LITERALINCLUDE EMPHASIZE NEXT 4
-          const bool stale = inputsMayBeStale(stream);
-          if (collectiveOfAll) {
-            refuseStaleInputs(*host, type, stale);
-          }
-          std::vector<at::Tensor> reads = cpuViews(readBuffers);
-          std::vector<at::Tensor> writes = cpuViews(writeBuffers);
-          run(reads, writes, stale);
-        });
-  } catch (...) {
-    // NB: a collective that was never queued has no place in the order.
-    lastTurn_ = std::move(previous);
-    throw;
+  {
+    const std::lock_guard<std::mutex> orderLock(orderMutex_);
+    auto turn = std::make_shared<Turn>();
+    // LITERALINCLUDE EMPHASIZE NEXT
+    std::shared_ptr<Turn> previous = std::exchange(lastTurn_, turn);
+    try {
+      launchOnCurrentStream(
+          device->index(), {},
+          [run = std::move(run), readBuffers, writeBuffers, collectiveOfAll,
+           type, host = hostBackend_, stream = nativeStream(comm), previous,
+           turn] {
+            const Turn::EndOnExit endOnExit(turn);
+            if (previous) {
+              previous->waitEnded(); // LITERALINCLUDE EMPHASIZE
+            }
+            // LITERALINCLUDE EMPHASIZE NEXT 4
+            const bool stale = inputsMayBeStale(stream);
+            if (collectiveOfAll) {
+              refuseStaleInputs(*host, type, stale);
+            }
+            std::vector<at::Tensor> reads = cpuViews(readBuffers);
+            std::vector<at::Tensor> writes = cpuViews(writeBuffers);
+            run(reads, writes, stale);
+          });
+    } catch (...) {
+      // NB: a collective that was never queued has no place in the order.
+      lastTurn_ = std::move(previous);
+      throw;
+    }
   }
   // LITERALINCLUDE END: CH11_STAGING
 
