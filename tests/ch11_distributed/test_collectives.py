@@ -62,6 +62,15 @@ def test_collective(case, collectives):
     assert_ok(case, collectives)
 
 
+def test_collectives_on_two_devices_keep_the_programs_order(tmp_path):
+    # Issue 39, item 3: all_reduce(x on accinte:0) then all_reduce(y on
+    # accinte:1), with earlier work holding a different device on each rank;
+    # pairing them by which device's stream is ready first mixed x with y.
+    # Its own start: the failure it guards against can be a hang of the group.
+    case = "collectives_on_two_devices"
+    assert_ok(case, run_ranks(case, tmp_path))
+
+
 def test_ddp_under_torchrun():
     # The launcher users run: torchrun starts the ranks, which meet through
     # its rendezvous on localhost instead of a file store.

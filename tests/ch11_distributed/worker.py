@@ -343,6 +343,45 @@ def ordering_with_streams(rank, world, device):
 
 
 @case
+def collectives_on_two_devices(rank, world, device):
+    # One process may call collectives on two devices, and the ranks must
+    # pair them in the program's order whatever each device's stream still
+    # has queued: x on device 0 with x, then y on device 1 with y, as NCCL
+    # (one communicator per device) gives. Earlier work holds device 0 of
+    # rank 0 and device 1 of rank 1, so the collective queued on the other
+    # device is ready first on each rank: paired by readiness, rank 0's y
+    # would meet rank 1's x (both become 101), or the two would deadlock.
+    held = torch.device("accinte", rank % 2)
+    x = torch.zeros(16, device="accinte:0")
+    y = torch.zeros(16, device="accinte:1")
+    ones = torch.ones(16, device="accinte:0")
+    hundreds = torch.full((16,), 100.0, device="accinte:1")
+    torch.accinte.synchronize(0)
+    torch.accinte.synchronize(1)
+    gate = torch_accinte._C._testing.StreamGate(held.index, timeout_seconds=30.0)
+    try:
+        # The inputs' values: the copy on the held device is queued behind
+        # the gate, the other runs at once.
+        x.copy_(ones)
+        y.copy_(hundreds)
+        work_x = dist.all_reduce(x, async_op=True)
+        work_y = dist.all_reduce(y, async_op=True)
+        # NB: gives the collective of the free device the time to run first
+        # if it can (it can only where collectives are paired by readiness,
+        # as they were before the fix); otherwise it waits for its turn.
+        free_work = work_y if held.index == 0 else work_x
+        deadline = time.monotonic() + 3.0
+        while not free_work.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        gate.open()
+    work_x.wait()
+    work_y.wait()
+    torch.testing.assert_close(x.cpu(), torch.full((16,), 1.0 * world))
+    torch.testing.assert_close(y.cpu(), torch.full((16,), 100.0 * world))
+
+
+@case
 def bad_input(rank, world, device):
     # NB: the group sends CPU tensors to gloo, so the accl backend is called
     # directly to see what it says of them.

@@ -14,6 +14,7 @@
 #include <c10/core/StreamGuard.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -257,6 +258,59 @@ class ProcessGroupAccl::AcclWork final : public c10d::Work {
 };
 // LITERALINCLUDE END: CH11_AWAIT
 
+// LITERALINCLUDE START: CH11_TURN
+/**
+ * A collective's place in the group's order: the order in which the program
+ * called the group's collectives, whatever device each runs on. Its kernel
+ * waits for the turn before it, then calls the host backend, then ends its
+ * own.
+ *
+ * NB: every device has its own communication stream, but the group has one
+ * host backend, which pairs the calls of the ranks in the order they reach
+ * it. Without turns, that is the order in which the streams get there: a
+ * collective on a device whose stream has work queued would be overtaken by
+ * a later one on an idle device, and the ranks would pair different
+ * collectives (different tensors, or an all-gather with an all-reduce).
+ */
+class ProcessGroupAccl::Turn {
+ public:
+  /** Blocks the calling stream's worker until the turn has ended. */
+  void waitEnded() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    endedCondition_.wait(lock, [this] { return ended_; });
+  }
+
+  /** Lets the next collective call the host backend. */
+  void end() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      ended_ = true;
+    }
+    endedCondition_.notify_all();
+  }
+
+  /** Ends a turn on every way out of a kernel: a collective that failed or
+   * was refused must not hold the group's later ones. */
+  class EndOnExit {
+   public:
+    explicit EndOnExit(std::shared_ptr<Turn> turn) : turn_(std::move(turn)) {}
+    ~EndOnExit() {
+      turn_->end();
+    }
+    EndOnExit(const EndOnExit&) = delete;
+    EndOnExit& operator=(const EndOnExit&) = delete;
+
+   private:
+    std::shared_ptr<Turn> turn_;
+  };
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable endedCondition_;
+  bool ended_ = false;
+};
+// LITERALINCLUDE END: CH11_TURN
+
 ProcessGroupAccl::ProcessGroupAccl(
     int rank, int size, c10::intrusive_ptr<c10d::Backend> hostBackend)
     : c10d::Backend(rank, size), hostBackend_(std::move(hostBackend)) {
@@ -333,19 +387,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupAccl::collective(
   const bool collectiveOfAll =
       type != c10d::OpType::SEND && type != c10d::OpType::RECV &&
       type != c10d::OpType::RECVANYSOURCE && type != c10d::OpType::BARRIER;
-  launchOnCurrentStream(
-      device->index(), {},
-      [run = std::move(run), readBuffers, writeBuffers, collectiveOfAll, type,
-       host = hostBackend_, stream = nativeStream(comm)] {
-        // LITERALINCLUDE EMPHASIZE NEXT 4
-        const bool stale = inputsMayBeStale(stream);
-        if (collectiveOfAll) {
-          refuseStaleInputs(*host, type, stale);
-        }
-        std::vector<at::Tensor> reads = cpuViews(readBuffers);
-        std::vector<at::Tensor> writes = cpuViews(writeBuffers);
-        run(reads, writes, stale);
-      });
+  // NB: the turn is taken and the kernel launched under one lock, so that
+  // two host threads cannot queue a later turn ahead of an earlier one on
+  // the same stream, which would wait for it forever.
+  {
+    const std::lock_guard<std::mutex> orderLock(orderMutex_);
+    auto turn = std::make_shared<Turn>();
+    // LITERALINCLUDE EMPHASIZE NEXT
+    std::shared_ptr<Turn> previous = std::exchange(lastTurn_, turn);
+    try {
+      launchOnCurrentStream(
+          device->index(), {},
+          [run = std::move(run), readBuffers, writeBuffers, collectiveOfAll,
+           type, host = hostBackend_, stream = nativeStream(comm), previous,
+           turn] {
+            const Turn::EndOnExit endOnExit(turn);
+            if (previous) {
+              previous->waitEnded(); // LITERALINCLUDE EMPHASIZE
+            }
+            // LITERALINCLUDE EMPHASIZE NEXT 4
+            const bool stale = inputsMayBeStale(stream);
+            if (collectiveOfAll) {
+              refuseStaleInputs(*host, type, stale);
+            }
+            std::vector<at::Tensor> reads = cpuViews(readBuffers);
+            std::vector<at::Tensor> writes = cpuViews(writeBuffers);
+            run(reads, writes, stale);
+          });
+    } catch (...) {
+      // NB: a collective that was never queued has no place in the order.
+      lastTurn_ = std::move(previous);
+      throw;
+    }
+  }
   // LITERALINCLUDE END: CH11_STAGING
 
   // LITERALINCLUDE START: CH11_COPY_BACK

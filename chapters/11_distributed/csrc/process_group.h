@@ -150,9 +150,18 @@ class ProcessGroupAccl final : public c10d::Backend {
 
   c10::Stream commStream(c10::DeviceIndex device);
 
+  /** A collective's place in the group's order; see collective(). */
+  class Turn;
+
   c10::intrusive_ptr<c10d::Backend> hostBackend_;
   std::mutex streamsMutex_;
   std::unordered_map<c10::DeviceIndex, c10::Stream> commStreams_;
+  /** Held while a collective takes its turn and is launched, so that turns
+   * follow the order of the launches on every communication stream. */
+  std::mutex orderMutex_;
+  /** The turn of the last collective called, which the next one waits for
+   * (on its stream) before it calls the host backend. */
+  std::shared_ptr<Turn> lastTurn_;
 };
 
 /** A ProcessGroupAccl (see its constructor), as the c10d::Backend that
