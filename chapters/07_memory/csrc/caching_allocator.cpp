@@ -289,17 +289,24 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   // LITERALINCLUDE START: CH07_RECORD_STREAM
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
-    // NB: memory this allocator did not make (empty tensors, from_blob) has
-    // no block to hold back.
-    if (ptr.get_deleter() != &CachingDeviceAllocator::deleteBlock) {
+    // NB: the block is found by its address, as CUDA's allocator finds it,
+    // not by the DataPtr's deleter: a storage may hold a block through a
+    // DataPtr of another layer's (chapter 14 wraps the memory it sends).
+    // Memory this allocator did not make (empty tensors, from_blob, a
+    // mapping of another process's) has no block to hold back.
+    if (ptr.get() == nullptr ||
+        ptr.device().type() != c10::DeviceType::PrivateUse1 ||
+        ptr.device().index() < 0 || ptr.device().index() >= kMaxDevices) {
       return;
     }
-    Block* block = findBlock(ptr.get(), /*erase=*/false);
-    if (block == nullptr) {
-      return;
-    }
-    DeviceState& state = *states_[block->device];
+    DeviceState& state = *states_[ptr.device().index()];
+    // NB: looked up under the device's lock, which free() holds while it
+    // erases a block: the block cannot go away in between.
     std::lock_guard<std::mutex> lock(state.mutex);
+    Block* block = findBlock(ptr.get(), /*erase=*/false);
+    if (block == nullptr || block->device != ptr.device().index()) {
+      return;
+    }
     if (stream != block->stream) {
       block->stream_uses.insert(stream);
     }
