@@ -255,6 +255,31 @@ def test_record_stream_holds_a_sent_block_too(consumer):
     torch.testing.assert_close(result.cpu(), torch.full((n,), -1.0))
 
 
+def test_out_of_memory_collects_what_every_consumer_released(consumer):
+    # A sent block that the consumer released waits for a collection; an
+    # allocation that fits only in that block collects it (chapter 07's
+    # free-memory callbacks, as CUDA's allocator calls its IPC collection)
+    # instead of raising out of memory.
+    gc.collect()
+    torch.accinte.ipc_collect()
+    tensor = torch.full((16 << 20,), 1.0, device="accinte")  # 64 MiB
+    consumer.call("hold", "kept", tensor)
+    del tensor
+    consumer.call("release", "kept")  # released, not yet collected
+    torch.accinte.empty_cache()
+    reserved = torch.accinte.memory_reserved()
+    total = torch.accinte.mem_get_info()[1]
+    fraction = torch.accinte.get_per_process_memory_fraction(0)
+    # Room for half the tensor more: a new 64 MiB segment does not fit.
+    torch.accinte.set_per_process_memory_fraction((reserved + (32 << 20)) / total, 0)
+    try:
+        again = torch.full((16 << 20,), 2.0, device="accinte")
+    finally:
+        torch.accinte.set_per_process_memory_fraction(fraction, 0)
+    assert torch.accinte.memory_reserved() == reserved
+    torch.testing.assert_close(again.cpu(), torch.full((16 << 20,), 2.0))
+
+
 def test_a_received_tensor_cannot_be_sent_on(consumer):
     with pytest.raises(RuntimeError, match="received from another process and "
                        "cannot be sent on"):

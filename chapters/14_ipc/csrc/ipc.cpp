@@ -2,6 +2,7 @@
 
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
+#include <07_memory/csrc/caching_allocator.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
@@ -627,7 +628,12 @@ void releaseReceivedStoragesAtExit() {
 // LITERALINCLUDE END: CH14_RELEASE_AT_EXIT
 
 // LITERALINCLUDE START: CH14_COLLECT
-size_t collectSharedStorages() {
+namespace {
+
+/** Frees the sent memory nothing needs any more; returns how many sends a
+ * consumer may still hold, and sets `freed` to how many memories went back
+ * to the caching allocator. */
+size_t collect(size_t& freed) {
   auto& sentStorages = SentStorages::instance();
   std::vector<std::unique_ptr<SentMemory>> unused;
   size_t held = 0;
@@ -640,8 +646,8 @@ size_t collectSharedStorages() {
     }
     for (SentMemory* memory : memories) {
       // LITERALINCLUDE EMPHASIZE NEXT
-      if (auto freed = sentStorages.collect(*memory)) {
-        unused.push_back(std::move(freed));
+      if (auto unneeded = sentStorages.collect(*memory)) {
+        unused.push_back(std::move(unneeded));
       } else {
         held += memory->sends.size();
       }
@@ -649,8 +655,29 @@ size_t collectSharedStorages() {
   }
   // NB: outside the lock: freeing a block returns it to the caching
   // allocator, which takes its own lock.
+  freed = unused.size();
   unused.clear();
   return held;
+}
+
+// NB: the caching allocator calls it when it finds no room, before it
+// raises out of memory, as CUDA's allocator calls CudaIPCCollect: memory
+// every consumer released goes back to it without waiting for the next send
+// or ipc_collect().
+const bool collectOnOutOfMemory = [] {
+  registerFreeMemoryCallback("14_ipc", [] {
+    size_t freed = 0;
+    collect(freed);
+    return freed > 0;
+  });
+  return true;
+}();
+
+} // namespace
+
+size_t collectSharedStorages() {
+  size_t freed = 0;
+  return collect(freed);
 }
 // LITERALINCLUDE END: CH14_COLLECT
 
