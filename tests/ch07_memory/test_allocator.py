@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 import torch_accinte  # noqa: F401
-from conftest import run_python
+from conftest import run_python, stage_has
 from torch_accinte import _C
 
 MiB = 1 << 20
@@ -210,6 +210,14 @@ def test_out_of_memory_frees_the_cache_retries_then_raises():
     assert out["after_oom"]["num_ooms"] == 1
     assert out["after_oom"]["num_alloc_retries"] == 2
     assert out["ok"] is True
+
+
+def test_free_memory_callbacks_are_what_later_chapters_register():
+    # An extension point: chapter 07 calls them before it raises out of
+    # memory; chapter 14 registers the collection of the memory of tensors
+    # sent to other processes (its test shows an allocation that needs it).
+    expected = ["14_ipc"] if stage_has("14_ipc") else []
+    assert _C._free_memory_callbacks() == expected
 
 
 def test_out_of_memory_is_a_runtime_error():

@@ -82,9 +82,14 @@ def release(key):
     del _held[key]
 
 
+def read_held(key):
+    """What a tensor of an earlier "hold" holds now."""
+    return describe(_held[key])
+
+
 CASES = {name: globals()[name] for name in (
     "read", "read_many", "add_one", "write_late_then_drop", "resend", "make",
-    "hold", "release")}
+    "hold", "release", "read_held")}
 
 
 def serve(requests, replies):

@@ -179,6 +179,107 @@ def test_producer_keeps_sent_memory_until_the_consumer_releases_it(consumer):
     assert torch.accinte.memory_allocated() <= held - (1 << 20)
 
 
+#: What may replace the memory of a sent tensor's storage while the tensor
+#: lives on: how FSDP frees a parameter between uses, a resize that grows the
+#: storage, and a C++ extension's set_data_ptr.
+STORAGE_CHANGES = {
+    "resize_(0)": lambda tensor: tensor.untyped_storage().resize_(0),
+    "growing resize_": lambda tensor: tensor.untyped_storage().resize_(2 << 20),
+    "set_data_ptr": lambda tensor: _C._testing.replace_storage_bytes(tensor),
+}
+
+
+@pytest.mark.parametrize("change", list(STORAGE_CHANGES))
+def test_sent_memory_outlives_the_storage_that_lets_it_go(consumer, change):
+    # The memory a consumer maps is the producer's until the consumer
+    # releases it, whatever the producer's storage holds by then (CUDA ties
+    # the send to the memory, not to the storage; on the CPU the consumer
+    # keeps the shared file).
+    gc.collect()
+    torch.accinte.ipc_collect()
+    tensor = torch.full((1 << 18,), 1.0, device="accinte")  # 1 MiB
+    address = tensor.data_ptr()
+    consumer.call("hold", "kept", tensor)
+    allocated = torch.accinte.memory_allocated()
+    STORAGE_CHANGES[change](tensor)
+    now = tensor.untyped_storage().nbytes()
+    # The sent block stays allocated beside the storage's new bytes...
+    assert torch.accinte.memory_allocated() == allocated + now
+    # ... so the producer's next tensors get other memory, and the consumer
+    # still reads what was sent.
+    others = [torch.full((1 << 18,), 99.0, device="accinte") for _ in range(3)]
+    assert address not in [other.data_ptr() for other in others]
+    seen = consumer.call("read_held", "kept")
+    torch.testing.assert_close(seen["values"], torch.full((1 << 18,), 1.0))
+    if now > 0:
+        # The storage's new memory travels too.
+        seen = consumer.call("read", tensor)
+        torch.testing.assert_close(seen["values"], torch.full((1 << 18,), 1.0))
+    del others
+    consumer.call("release", "kept")
+    torch.accinte.ipc_collect()
+    # Released, the block goes back to the allocator. NB: at most, as in
+    # test_producer_keeps_sent_memory_until_the_consumer_releases_it.
+    assert torch.accinte.memory_allocated() <= allocated - (1 << 20) + now
+
+
+def test_record_stream_holds_a_sent_block_too(consumer):
+    # Once sent, a storage holds its block through a DataPtr of chapter 14's;
+    # the caching allocator must still find the block (by address, as
+    # CUDA's does) and hold it for the other stream.
+    n = 1 << 16
+    tensor = torch.full((n,), 1.0, device="accinte")
+    consumer.call("read", tensor)  # released by the consumer before it answers
+    side = torch.accinte.Stream()
+    side.wait_stream(torch.accinte.current_stream())
+    with torch.accinte.stream(side):
+        gate = _C._testing.StreamGate(0, 30.0)
+        result = torch.neg(tensor)
+    try:
+        tensor.record_stream(side)
+        pointer = tensor.data_ptr()
+        before = torch.accinte.memory_stats()
+        del tensor
+        torch.accinte.ipc_collect()
+        after = torch.accinte.memory_stats()
+        # No longer allocated, but still active: it waits for side.
+        assert (before["allocated_bytes.all.current"]
+                - after["allocated_bytes.all.current"] == n * 4)
+        assert after["active_bytes.all.current"] == before["active_bytes.all.current"]
+        other = torch.empty(n, device="accinte")
+        assert other.data_ptr() != pointer
+        other.fill_(99.0)
+    finally:
+        gate.open()
+    side.synchronize()
+    torch.testing.assert_close(result.cpu(), torch.full((n,), -1.0))
+
+
+def test_out_of_memory_collects_what_every_consumer_released(consumer):
+    # A sent block that the consumer released waits for a collection; an
+    # allocation that fits only in that block collects it (chapter 07's
+    # free-memory callbacks, as CUDA's allocator calls its IPC collection)
+    # instead of raising out of memory.
+    gc.collect()
+    torch.accinte.ipc_collect()
+    tensor = torch.full((16 << 20,), 1.0, device="accinte")  # 64 MiB
+    consumer.call("hold", "kept", tensor)
+    del tensor
+    consumer.call("release", "kept")  # released, not yet collected
+    torch.accinte.empty_cache()
+    reserved = torch.accinte.memory_reserved()
+    total = torch.accinte.mem_get_info()[1]
+    fraction = torch.accinte.get_per_process_memory_fraction(0)
+    # Room for half the tensor more: a new 64 MiB segment does not fit.
+    torch.accinte.set_per_process_memory_fraction((reserved + (32 << 20)) / total, 0)
+    try:
+        again = torch.full((16 << 20,), 2.0, device="accinte")
+    finally:
+        torch.accinte.set_per_process_memory_fraction(fraction, 0)
+    assert torch.accinte.memory_reserved() == reserved
+    torch.testing.assert_close(again.cpu(), torch.full((16 << 20,), 2.0))
+
+
 def test_a_received_tensor_cannot_be_sent_on(consumer):
     with pytest.raises(RuntimeError, match="received from another process and "
                        "cannot be sent on"):

@@ -184,6 +184,47 @@ struct PluggableBlock {
   PluggableAllocator* allocator;
 };
 
+// LITERALINCLUDE START: CH07_RUN_CALLBACKS
+/** The free-memory callbacks of registerFreeMemoryCallback(), by name. */
+struct FreeMemoryCallbacks {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, FreeMemoryCallback>> callbacks;
+
+  static FreeMemoryCallbacks& instance() {
+    // NB: leaked, and made on first use: later chapters register from
+    // their static initializers, in whatever order the linker chose.
+    static auto* callbacks = new FreeMemoryCallbacks();
+    return *callbacks;
+  }
+
+  bool empty() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return callbacks.empty();
+  }
+
+  /** Calls every callback; whether any freed memory. The caller holds no
+   * lock of the allocator's. */
+  bool run() {
+    std::vector<std::pair<std::string, FreeMemoryCallback>> copy;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      copy = callbacks;
+    }
+    bool freed = false;
+    for (const auto& [name, callback] : copy) {
+      // NB: a failing callback must not turn into the allocation's error.
+      try {
+        freed = callback() || freed;
+      } catch (const std::exception& error) {
+        TORCH_WARN("accinte: the free-memory callback ", name,
+                   " failed: ", error.what());
+      }
+    }
+    return freed;
+  }
+};
+// LITERALINCLUDE END: CH07_RUN_CALLBACKS
+
 class CachingDeviceAllocator final : public c10::DeviceAllocator {
  public:
   CachingDeviceAllocator() {
@@ -214,19 +255,37 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     const c10::Stream stream = currentStream(device);
     const size_t size = blockSize(nbytes);
     DeviceState& state = *states_[device];
-    std::lock_guard<std::mutex> lock(state.mutex);
-    processEvents(state); // LITERALINCLUDE EMPHASIZE
-    // LITERALINCLUDE EMPHASIZE NEXT 4
-    PrivatePool* routed = routedPool(state);
-    BlockPool& pool = size <= kSmallSize
-                          ? (routed ? routed->small_pool : state.small_pool)
-                          : (routed ? routed->large_pool : state.large_pool);
-    // LITERALINCLUDE EMPHASIZE NEXT
-    Block* block = takeFreeBlock(state, pool, stream, size);
-    if (block == nullptr) {
+    std::unique_lock<std::mutex> lock(state.mutex);
+    // NB: with free-memory callbacks registered, a request that finds no
+    // room calls them and tries again before the last resort (see newSegment).
+    bool lastResort = FreeMemoryCallbacks::instance().empty();
+    Block* block = nullptr;
+    while (block == nullptr) {
+      processEvents(state); // LITERALINCLUDE EMPHASIZE
+      // LITERALINCLUDE EMPHASIZE NEXT 4
+      PrivatePool* routed = routedPool(state);
+      BlockPool& pool = size <= kSmallSize
+                            ? (routed ? routed->small_pool : state.small_pool)
+                            : (routed ? routed->large_pool : state.large_pool);
       // LITERALINCLUDE EMPHASIZE NEXT
-      block = newSegment(state, device, pool, stream, size, nbytes);
+      block = takeFreeBlock(state, pool, stream, size);
+      if (block == nullptr) {
+        // LITERALINCLUDE EMPHASIZE NEXT 2
+        block =
+            newSegment(state, device, pool, stream, size, nbytes, lastResort);
+      }
+      if (block == nullptr) {
+        // NB: outside the device's lock, which is not recursive: a callback
+        // frees tensors, and their blocks come back through free().
+        lock.unlock();
+        FreeMemoryCallbacks::instance().run(); // LITERALINCLUDE EMPHASIZE
+        lock.lock();
+        lastResort = true;
+      }
     }
+    // LITERALINCLUDE END: CH07_ALLOCATE
+    // LITERALINCLUDE START: CH07_TAKE_BLOCK
+    BlockPool& pool = *block->pool;
     if (shouldSplit(*block, size)) { // LITERALINCLUDE EMPHASIZE
       // The tail becomes a free block of its own in the same segment.
       auto* rest = new Block(device, stream, block->size - size, &pool,
@@ -256,7 +315,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return {block->ptr, block->ptr, &CachingDeviceAllocator::deleteBlock,
             where};
   }
-  // LITERALINCLUDE END: CH07_ALLOCATE
+  // LITERALINCLUDE END: CH07_TAKE_BLOCK
 
   c10::DeleterFnPtr raw_deleter() const override {
     return &CachingDeviceAllocator::deleteBlock;
@@ -289,17 +348,24 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   // LITERALINCLUDE START: CH07_RECORD_STREAM
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
-    // NB: memory this allocator did not make (empty tensors, from_blob) has
-    // no block to hold back.
-    if (ptr.get_deleter() != &CachingDeviceAllocator::deleteBlock) {
+    // NB: the block is found by its address, as CUDA's allocator finds it,
+    // not by the DataPtr's deleter: a storage may hold a block through a
+    // DataPtr of another layer's (chapter 14 wraps the memory it sends).
+    // Memory this allocator did not make (empty tensors, from_blob, a
+    // mapping of another process's) has no block to hold back.
+    if (ptr.get() == nullptr ||
+        ptr.device().type() != c10::DeviceType::PrivateUse1 ||
+        ptr.device().index() < 0 || ptr.device().index() >= kMaxDevices) {
       return;
     }
-    Block* block = findBlock(ptr.get(), /*erase=*/false);
-    if (block == nullptr) {
-      return;
-    }
-    DeviceState& state = *states_[block->device];
+    DeviceState& state = *states_[ptr.device().index()];
+    // NB: looked up under the device's lock, which free() holds while it
+    // erases a block: the block cannot go away in between.
     std::lock_guard<std::mutex> lock(state.mutex);
+    Block* block = findBlock(ptr.get(), /*erase=*/false);
+    if (block == nullptr || block->device != ptr.device().index()) {
+      return;
+    }
     if (stream != block->stream) {
       block->stream_uses.insert(stream);
     }
@@ -513,7 +579,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
    * does with cudaMalloc and cudaFree. */
   c10::DataPtr allocateUncached(size_t nbytes, c10::Device where) {
     void* ptr = nullptr;
-    const accinteError_t status = accinteMalloc(&ptr, nbytes);
+    accinteError_t status = accinteMalloc(&ptr, nbytes);
+    if (status == accinteErrorMemoryAllocation &&
+        FreeMemoryCallbacks::instance().run()) {
+      status = accinteMalloc(&ptr, nbytes);
+    }
     TORCH_CHECK_WITH(OutOfMemoryError, status != accinteErrorMemoryAllocation,
                      "accinte out of memory. Tried to allocate ", nbytes,
                      " bytes on device ", static_cast<int>(where.index()),
@@ -673,14 +743,19 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // LITERALINCLUDE END: CH07_FIND_BLOCK
 
   // LITERALINCLUDE START: CH07_OOM
-  /** Reserves a new segment from the device. When the device is full, frees
+  /** Reserves a new segment from the device. When the device is full:
+   * returns nullptr unless this is the `lastResort` (the caller then runs
+   * the free-memory callbacks and tries again); as the last resort, frees
    * the cache and retries once, then raises torch.OutOfMemoryError. */
   Block* newSegment(DeviceState& state, c10::DeviceIndex device,
                     BlockPool& pool, c10::Stream stream, size_t size,
-                    size_t requested) {
+                    size_t requested, bool lastResort) {
     const size_t nbytes = segmentSize(size);
     void* ptr = nullptr;
     accinteError_t status = reserve(state, pool, stream, &ptr, nbytes);
+    if (status == accinteErrorMemoryAllocation && !lastResort) {
+      return nullptr; // LITERALINCLUDE EMPHASIZE
+    }
     if (status == accinteErrorMemoryAllocation) {
       ++state.stats.num_alloc_retries;
       // LITERALINCLUDE EMPHASIZE NEXT 3
@@ -1058,6 +1133,29 @@ struct RegisterCachingDeviceAllocator {
 // LITERALINCLUDE END: CH07_REGISTER
 
 } // namespace
+
+void registerFreeMemoryCallback(const std::string& name,
+                                FreeMemoryCallback callback) {
+  TORCH_CHECK(callback != nullptr, "accinte: the free-memory callback ", name,
+              " is null");
+  auto& registry = FreeMemoryCallbacks::instance();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (const auto& [known, ignored] : registry.callbacks) {
+    TORCH_CHECK(known != name, "accinte: a free-memory callback named ", name,
+                " is already registered");
+  }
+  registry.callbacks.emplace_back(name, callback);
+}
+
+std::vector<std::string> freeMemoryCallbacks() {
+  auto& registry = FreeMemoryCallbacks::instance();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, callback] : registry.callbacks) {
+    names.push_back(name);
+  }
+  return names;
+}
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
   CachingDeviceAllocator::instance().setMemoryFraction(fraction, device);

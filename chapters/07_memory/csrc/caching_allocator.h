@@ -93,6 +93,33 @@ struct SegmentSnapshot {
   std::vector<BlockSnapshot> blocks;
 };
 
+// LITERALINCLUDE START: CH07_CALLBACK_API
+/**
+ * A function that gives device memory the process holds outside the
+ * caching allocator's cache back to it, as CUDA's `FreeMemoryCallback`
+ * (chapter 14 collects the memory of tensors sent to other processes that
+ * every consumer has released). Returns whether it freed anything.
+ */
+using FreeMemoryCallback = bool (*)();
+
+/**
+ * Adds `callback` to the caching allocator's free-memory callbacks: when a
+ * request finds no room on the device (or under the process's cap), the
+ * allocator calls every callback, in the order they were registered, then
+ * tries again, before it frees its cache and raises
+ * `torch.OutOfMemoryError`. `name` (unique) names it in
+ * freeMemoryCallbacks().
+ *
+ * NB: the callbacks run with none of the allocator's locks held, so they may
+ * free (and allocate) tensors; they may run on any thread that allocates.
+ */
+ACCINTE_EXPORT void registerFreeMemoryCallback(const std::string& name,
+                                               FreeMemoryCallback callback);
+
+/** The names of the registered free-memory callbacks, oldest first. */
+ACCINTE_EXPORT std::vector<std::string> freeMemoryCallbacks();
+// LITERALINCLUDE END: CH07_CALLBACK_API
+
 /** Every segment the caching allocator holds, of every device, ordered by
  * device and address. */
 ACCINTE_EXPORT std::vector<SegmentSnapshot> memorySnapshot();

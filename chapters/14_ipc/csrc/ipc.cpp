@@ -2,6 +2,7 @@
 
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
+#include <07_memory/csrc/caching_allocator.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -176,6 +179,10 @@ struct EventHolder {
   EventHolder& operator=(const EventHolder&) = delete;
   EventHolder(EventHolder&& other) noexcept
       : event(std::exchange(other.event, nullptr)) {}
+  EventHolder& operator=(EventHolder&& other) noexcept {
+    std::swap(event, other.event); // `other` destroys the one held here
+    return *this;
+  }
   ~EventHolder() {
     if (event != nullptr) {
       (void)accinteEventDestroy(event);
@@ -184,26 +191,54 @@ struct EventHolder {
 };
 
 // LITERALINCLUDE START: CH14_SENT
-/** One send of a storage, as the producer keeps it. */
-struct SentStorage {
-  /** Keeps the storage's block out of the caching allocator. */
-  c10::Storage storage;
+/** One send of a storage's memory: what its consumer opens and releases. */
+struct Send {
   /** The event recorded for the send, which the consumer opens. */
   EventHolder event;
+  /** The counter the consumer decrements: slot `slot` of `page`. */
   std::shared_ptr<CounterPage> page;
   int64_t slot = 0;
+
+  bool released() const {
+    return page->at(slot).load() == 0;
+  }
 };
 
 /**
- * Every send a consumer may still hold, and the page whose next slot the
- * next send takes.
+ * The memory of a storage that was sent, as the producer keeps it.
  *
- * NB: leaked on purpose, like the emulator's registries: the storages it
+ * NB: what must outlive the consumers is the memory, not the storage: a
+ * storage may let its bytes go while it lives on (`resize_(0)`, as FSDP
+ * frees parameters, a `resize_` that grows, `set_data_ptr`). So, as CUDA's
+ * CudaIPCSentData, the first send moves the storage's DataPtr (the caching
+ * allocator's block) in here, and gives the storage a DataPtr of the same
+ * bytes whose deleter is releaseSentMemory(): wherever the storage's bytes
+ * go, this object follows them, and the block goes back to the allocator
+ * only once the storage has let them go and every send is released.
+ */
+struct SentMemory {
+  /** The storage's own DataPtr before the first send. */
+  c10::DataPtr original;
+  /** The sends a consumer may still hold, oldest first. */
+  std::vector<Send> sends;
+  /** Whether a storage still holds these bytes (the DataPtr whose context
+   * this is lives); once not, the memory waits in the *limbo* until its
+   * sends are released. */
+  bool inStorage = true;
+};
+// LITERALINCLUDE END: CH14_SENT
+
+// LITERALINCLUDE START: CH14_LIMBO
+/**
+ * Every sent memory that a storage holds or a consumer may still hold, and
+ * the page whose next slot the next send takes.
+ *
+ * NB: leaked on purpose, like the emulator's registries: the memory it
  * holds at exit must not be freed after the allocator is gone.
  */
 struct SentStorages {
   std::mutex mutex;
-  std::vector<SentStorage> sent;
+  std::unordered_map<SentMemory*, std::unique_ptr<SentMemory>> memories;
   std::shared_ptr<CounterPage> page;
   int64_t nextSlot = kCounterSlots;
 
@@ -217,8 +252,42 @@ struct SentStorages {
     static auto* sentStorages = new SentStorages();
     return sentStorages;
   }
+
+  /** Drops the released sends of `memory`; returns the memory itself,
+   * removed from the registry, if nothing needs it any more (for the
+   * caller to free outside the lock). */
+  std::unique_ptr<SentMemory> collect(SentMemory& memory) {
+    auto& sends = memory.sends;
+    sends.erase(
+        std::remove_if(sends.begin(), sends.end(),
+                       [](const Send& send) { return send.released(); }),
+        sends.end());
+    if (memory.inStorage || !sends.empty()) {
+      return nullptr;
+    }
+    return std::move(memories.extract(&memory).mapped());
+  }
 };
-// LITERALINCLUDE END: CH14_SENT
+
+/** The deleter of the DataPtr a sent storage holds: the storage lets the
+ * bytes go; they wait in the limbo if a consumer may still use them. */
+void releaseSentMemory(void* context) {
+  auto* memory = static_cast<SentMemory*>(context);
+  std::unique_ptr<SentMemory> unused;
+  {
+    auto& sentStorages = SentStorages::instance();
+    std::lock_guard<std::mutex> lock(sentStorages.mutex);
+    // NB: a child of fork() frees its copy of a parent's storage: the
+    // memory is the parent's, in the registry the child forgot; leaked.
+    if (sentStorages.memories.count(memory) == 0) {
+      return;
+    }
+    memory->inStorage = false;
+    unused = sentStorages.collect(*memory);
+  }
+  // NB: outside the lock: freeing the block takes the caching allocator's.
+}
+// LITERALINCLUDE END: CH14_LIMBO
 
 /** The counter of one send, taken for the producer: 1, the message. */
 RefCounterHandle takeCounter(SentStorages& sent) {
@@ -351,6 +420,34 @@ void releaseReceivedStorage(void* context) {
 }
 // LITERALINCLUDE END: CH14_RELEASE_RECEIVED
 
+// LITERALINCLUDE START: CH14_WRAP_MEMORY
+/**
+ * The SentMemory of the bytes `storage` holds, made at their first send:
+ * the storage's DataPtr moves into it, and the storage gets a DataPtr of
+ * the same bytes whose deleter is releaseSentMemory(). Called under the
+ * registry's lock.
+ */
+SentMemory& sentMemory(SentStorages& sentStorages,
+                       const c10::Storage& storage) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  const c10::DataPtr& current = impl->data_ptr();
+  if (current.get_deleter() == &releaseSentMemory) {
+    auto* memory = static_cast<SentMemory*>(current.get_context());
+    TORCH_CHECK(sentStorages.memories.count(memory) != 0,
+                "accinte: this tensor's memory was sent by the process this "
+                "one was forked from, and only that process can send it");
+    return *memory; // sent before: one more send of the same memory
+  }
+  auto owned = std::make_unique<SentMemory>();
+  SentMemory& memory = *owned;
+  sentStorages.memories.emplace(&memory, std::move(owned));
+  // LITERALINCLUDE EMPHASIZE NEXT 2
+  memory.original = impl->set_data_ptr(c10::DataPtr(
+      current.get(), &memory, &releaseSentMemory, current.device()));
+  return memory;
+}
+// LITERALINCLUDE END: CH14_WRAP_MEMORY
+
 } // namespace
 
 // LITERALINCLUDE START: CH14_SHARE
@@ -388,23 +485,22 @@ SharedStorage shareStorage(const c10::Storage& storage) {
 
   // The consumer's work must wait for the producer's, already enqueued on
   // its current stream, that writes the storage.
-  SentStorage sent;
+  Send send;
   ACCINTE_CHECK(accinteEventCreateWithFlags(
-      &sent.event.event, accinteEventDisableTiming | accinteEventInterprocess));
-  ACCINTE_CHECK(accinteEventRecord(sent.event.event,
+      &send.event.event, accinteEventDisableTiming | accinteEventInterprocess));
+  ACCINTE_CHECK(accinteEventRecord(send.event.event,
                                    nativeStream(currentStream(device))));
   accinteIpcEventHandle_t event{};
   ACCINTE_CHECK(accinteIpcGetEventHandle(
-      &event, sent.event.event)); // LITERALINCLUDE EMPHASIZE
+      &event, send.event.event)); // LITERALINCLUDE EMPHASIZE
   shared.eventHandle.assign(event.reserved, sizeof(event.reserved));
 
   auto& sentStorages = SentStorages::instance();
   std::lock_guard<std::mutex> lock(sentStorages.mutex);
   shared.counter = takeCounter(sentStorages); // LITERALINCLUDE EMPHASIZE
-  sent.storage = storage;
-  sent.page = sentStorages.page;
-  sent.slot = shared.counter.slot;
-  sentStorages.sent.push_back(std::move(sent));
+  send.page = sentStorages.page;
+  send.slot = shared.counter.slot;
+  sentMemory(sentStorages, writable).sends.push_back(std::move(send));
   return shared;
 }
 // LITERALINCLUDE END: CH14_SHARE
@@ -532,25 +628,56 @@ void releaseReceivedStoragesAtExit() {
 // LITERALINCLUDE END: CH14_RELEASE_AT_EXIT
 
 // LITERALINCLUDE START: CH14_COLLECT
-size_t collectSharedStorages() {
+namespace {
+
+/** Frees the sent memory nothing needs any more; returns how many sends a
+ * consumer may still hold, and sets `freed` to how many memories went back
+ * to the caching allocator. */
+size_t collect(size_t& freed) {
   auto& sentStorages = SentStorages::instance();
-  std::vector<SentStorage> released;
+  std::vector<std::unique_ptr<SentMemory>> unused;
   size_t held = 0;
   {
     std::lock_guard<std::mutex> lock(sentStorages.mutex);
-    std::vector<SentStorage> kept;
-    for (auto& sent : sentStorages.sent) {
-      // LITERALINCLUDE EMPHASIZE NEXT
-      auto& target = sent.page->at(sent.slot).load() == 0 ? released : kept;
-      target.push_back(std::move(sent));
+    std::vector<SentMemory*> memories;
+    memories.reserve(sentStorages.memories.size());
+    for (const auto& entry : sentStorages.memories) {
+      memories.push_back(entry.first);
     }
-    sentStorages.sent = std::move(kept);
-    held = sentStorages.sent.size();
+    for (SentMemory* memory : memories) {
+      // LITERALINCLUDE EMPHASIZE NEXT
+      if (auto unneeded = sentStorages.collect(*memory)) {
+        unused.push_back(std::move(unneeded));
+      } else {
+        held += memory->sends.size();
+      }
+    }
   }
-  // NB: outside the lock: freeing a storage returns its block to the caching
+  // NB: outside the lock: freeing a block returns it to the caching
   // allocator, which takes its own lock.
-  released.clear();
+  freed = unused.size();
+  unused.clear();
   return held;
+}
+
+// NB: the caching allocator calls it when it finds no room, before it
+// raises out of memory, as CUDA's allocator calls CudaIPCCollect: memory
+// every consumer released goes back to it without waiting for the next send
+// or ipc_collect().
+const bool collectOnOutOfMemory = [] {
+  registerFreeMemoryCallback("14_ipc", [] {
+    size_t freed = 0;
+    collect(freed);
+    return freed > 0;
+  });
+  return true;
+}();
+
+} // namespace
+
+size_t collectSharedStorages() {
+  size_t freed = 0;
+  return collect(freed);
 }
 // LITERALINCLUDE END: CH14_COLLECT
 

@@ -7,7 +7,7 @@
  * offset in it, an interprocess event recorded after its pending work, and a
  * reference counter; the consumer maps the same memory and waits for the
  * event; the producer keeps the storage's block out of the allocator until
- * every consumer has released it.
+ * every consumer has released it, whatever the storage holds by then.
  *
  * `torch_accinte/ipc.py` turns these into `torch.multiprocessing`
  * reductions.
@@ -68,8 +68,12 @@ struct SharedStorage {
 /**
  * Shares `storage` (an accinte storage with bytes): the producer's side.
  *
- * Keeps `storage` alive, with the interprocess event recorded for the send,
- * until a consumer releases it (collectSharedStorages()). A storage that was
+ * Keeps the storage's memory (not the storage: its bytes may be let go
+ * while it lives on, by `resize_` or `set_data_ptr`), with the interprocess
+ * event recorded for the send, out of the caching allocator until a
+ * consumer releases it (collectSharedStorages()). From the first send on,
+ * the storage holds its bytes through a DataPtr of this chapter's, as a
+ * CUDA storage holds them through CudaIPCSentData's. A storage that was
  * itself received from another process cannot be shared on, as on CUDA.
  */
 ACCINTE_EXPORT SharedStorage shareStorage(const c10::Storage& storage);

@@ -229,6 +229,9 @@ void bindChapter07(py::module_& m) {
   m.def("_caching_allocator_enable", &setCachingAllocatorEnabled,
         py::arg("enabled"));
   m.def("_caching_allocator_is_enabled", &cachingAllocatorEnabled);
+  m.def("_free_memory_callbacks", &freeMemoryCallbacks,
+        "The names of the free-memory callbacks the caching allocator calls "
+        "before it raises out of memory.");
   m.def("_memory_snapshot", &memorySnapshot,
         "The caching allocator's segments and their blocks.");
   // NB: allocating may free the cache and wait for the device.

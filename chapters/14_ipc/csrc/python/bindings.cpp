@@ -6,10 +6,13 @@
 #include <14_ipc/csrc/ipc.h>
 
 #include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
 
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 
 namespace accinte::python {
 namespace {
@@ -88,6 +91,24 @@ void bindChapter14(py::module_& m) {
   m.def("_ipc_collect", &collectSharedStorages,
         "Frees the shared storages every consumer released; returns how "
         "many sends a consumer still holds.");
+
+  py::module_ testing = m.attr("_testing").cast<py::module_>();
+  testing.def(
+      "replace_storage_bytes",
+      [](const at::Tensor& tensor) {
+        // NB: what a C++ extension may do to a storage: new bytes from its
+        // allocator, the old ones copied, swapped in with set_data_ptr.
+        c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
+        TORCH_CHECK(impl->allocator() != nullptr,
+                    "replace_storage_bytes: the storage has no allocator");
+        const c10::DeviceGuard guard(impl->device());
+        c10::DataPtr fresh = impl->allocator()->allocate(impl->nbytes());
+        impl->allocator()->copy_data(fresh.get(), impl->data(), impl->nbytes());
+        impl->set_data_ptr(std::move(fresh));
+      },
+      py::arg("tensor"),
+      "Gives a tensor's storage new bytes (a copy of the old) through "
+      "StorageImpl::set_data_ptr.");
 }
 
 const BindingRegistrar chapter14("14_ipc", &bindChapter14);
