@@ -90,46 +90,105 @@ SharedEventState::~SharedEventState() {
   }
 }
 
+namespace {
+
+uint64_t generationOf(uint64_t state) {
+  return state >> 1;
+}
+
+uint64_t pendingState(uint64_t generation) {
+  return generation << 1;
+}
+
+} // namespace
+
 // LITERALINCLUDE START: EMULATOR_IPC_EVENT
-uint64_t SharedEventState::startRecord() {
-  // NB: who records is stored before the generation is published: a waiter
-  // that sees the generation sees this recorder (or a later one).
-  page_->recorder.store(packRecorder(selfIdentity()));
-  return page_->recorded.fetch_add(1) + 1; // LITERALINCLUDE EMPHASIZE
+accinteError_t SharedEventState::startRecord(uint64_t* generation) {
+  const uint64_t self = packRecorder(selfIdentity());
+  while (true) {
+    uint64_t latest = page_->recorded.load();
+    const uint64_t next = latest + 1;
+    const uint64_t index = next % kSharedEventSlots;
+    SharedEventSlot& slot = page_->slots[index];
+    uint64_t state = slot.state.load();
+    if (generationOf(state) >= next) {
+      // NB: another recorder holds the slot and has not published its
+      // generation yet: publish it for it, so that a recorder that exits
+      // between the two steps stops no one.
+      page_->recorded.compare_exchange_strong(latest, next);
+      continue;
+    }
+    if (state != 0 && (state & kSlotDone) == 0) {
+      // The record kSharedEventSlots before is still outstanding.
+      ACCINTE_RETURN_IF_ERROR(waitForSlot(index, state));
+      continue;
+    }
+    // NB: who records is stored before the claim too (the slot's record is
+    // done, so no waiter reads it): a helper may publish the generation
+    // before the store after the claim, and a waiter must then find a
+    // recorder that is alive, not the slot's previous one.
+    slot.recorder.store(self);
+    // LITERALINCLUDE EMPHASIZE NEXT
+    if (slot.state.compare_exchange_strong(state, pendingState(next))) {
+      slot.recorder.store(self);
+      // NB: published only now, so a waiter never looks for a record that
+      // has no slot yet.
+      page_->recorded.compare_exchange_strong(latest, next);
+      *generation = next;
+      return accinteSuccess;
+    }
+  }
 }
 
 void SharedEventState::complete(uint64_t generation) {
-  uint64_t completed = page_->completed.load();
-  // LITERALINCLUDE EMPHASIZE NEXT 2
-  while (completed < generation &&
-         !page_->completed.compare_exchange_weak(completed, generation)) {
-  }
+  // NB: this record's slot only: a later record that completed first says
+  // nothing about an earlier one (cudaStreamWaitEvent waits for the record
+  // current at its call, whatever the event's later records do).
+  SharedEventSlot& slot = page_->slots[generation % kSharedEventSlots];
+  // LITERALINCLUDE EMPHASIZE NEXT
+  slot.state.store(pendingState(generation) | kSlotDone);
   page_->futexWord.fetch_add(1);
   futexWakeAll(&page_->futexWord); // LITERALINCLUDE EMPHASIZE
 }
 
+bool SharedEventState::isComplete(uint64_t generation) {
+  const uint64_t state =
+      page_->slots[generation % kSharedEventSlots].state.load();
+  // NB: a slot passes to a later record only once its record completed.
+  // LITERALINCLUDE EMPHASIZE NEXT 2
+  return generationOf(state) > generation ||
+         (generationOf(state) == generation && (state & kSlotDone) != 0);
+}
+
 accinteError_t SharedEventState::query(uint64_t generation) {
-  if (page_->completed.load() >= generation) {
-    return accinteSuccess;
+  const SharedEventSlot& slot = page_->slots[generation % kSharedEventSlots];
+  while (true) {
+    const uint64_t state = slot.state.load();
+    if (isComplete(generation)) {
+      return accinteSuccess;
+    }
+    const uint64_t recorder = slot.recorder.load();
+    if (slot.state.load() != state) {
+      continue; // completed meanwhile: `recorder` may be a later record's
+    }
+    if (generationOf(state) < generation || recorderIsAlive(recorder)) {
+      return accinteErrorNotReady;
+    }
+    // The recorder may have completed the record just before it exited.
+    return isComplete(generation) ? accinteSuccess : accinteErrorIpcPeerExited;
   }
-  if (recorderIsAlive(page_->recorder.load())) {
-    return accinteErrorNotReady;
-  }
-  // The recorder may have completed the record just before it exited.
-  return page_->completed.load() >= generation ? accinteSuccess
-                                               : accinteErrorIpcPeerExited;
 }
 
 accinteError_t SharedEventState::wait(uint64_t generation) {
   // NB: spins first, as a wait for a record of this process does.
-  if (spinUntil([&] { return page_->completed.load() >= generation; })) {
+  if (spinUntil([&] { return isComplete(generation); })) {
     return accinteSuccess;
   }
   while (true) {
     // NB: the word is read before the check, so a completion between the
     // check and the sleep changes it and the sleep returns at once.
     const uint32_t word = page_->futexWord.load();
-    if (page_->completed.load() >= generation) {
+    if (isComplete(generation)) {
       return accinteSuccess;
     }
     // LITERALINCLUDE EMPHASIZE NEXT
@@ -141,6 +200,26 @@ accinteError_t SharedEventState::wait(uint64_t generation) {
   }
 }
 // LITERALINCLUDE END: EMULATOR_IPC_EVENT
+
+accinteError_t SharedEventState::waitForSlot(uint64_t slotIndex,
+                                             uint64_t state) {
+  // NB: the outstanding record may be behind this very worker's queue.
+  ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
+  const SharedEventSlot& slot = page_->slots[slotIndex];
+  const uint32_t word = page_->futexWord.load();
+  const uint64_t recorder = slot.recorder.load();
+  if (slot.state.load() != state) {
+    return accinteSuccess;
+  }
+  if (!recorderIsAlive(recorder)) {
+    // NB: the slot is not taken over: a wait for its record must still
+    // learn that it never completes, not find it replaced.
+    return slot.state.load() != state ? accinteSuccess
+                                      : accinteErrorIpcPeerExited;
+  }
+  futexWait(&page_->futexWord, word, kPeerPollMs);
+  return accinteSuccess;
+}
 
 uint64_t SharedEventState::latest() {
   return page_->recorded.load();
@@ -218,8 +297,10 @@ void enqueueInterprocessRecord(Stream& stream,
   operation->setFinishedHook([record = std::move(record),
                               shared = std::move(shared),
                               generation](const CarriedFailures& failures) {
-    record->complete(failures);
+    // NB: the shared records first: once this process sees the record
+    // complete and says so to another, that process sees it complete too.
     shared->complete(generation);
+    record->complete(failures);
   });
   stream.enqueue(std::move(operation));
 }
@@ -237,18 +318,28 @@ void enqueueInterprocessWait(Stream& stream,
   }));
 }
 
-std::shared_ptr<EventCompletion> Event::startRecord(
-    std::shared_ptr<const CpuSlot> recorderCpu, uint64_t* generation) {
+accinteError_t Event::startRecord(std::shared_ptr<const CpuSlot> recorderCpu,
+                                  std::shared_ptr<EventCompletion>* record,
+                                  uint64_t* generation) {
   auto completion = std::make_shared<EventCompletion>(std::move(recorderCpu));
-  std::lock_guard<std::mutex> lock(mutex_);
-  latestRecord_ = completion;
+  uint64_t started = 0;
   if (shared_) {
-    latestGeneration_ = shared_->startRecord();
+    // NB: outside the lock: this may wait for a slot, and a query or wait
+    // for the event meanwhile must not wait with it.
+    ACCINTE_RETURN_IF_ERROR(shared_->startRecord(&started));
     if (generation != nullptr) {
-      *generation = latestGeneration_;
+      *generation = started;
     }
   }
-  return completion;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // NB: two threads recording at once may get here in either order; the
+  // later generation is the event's latest record.
+  if (!shared_ || started > latestGeneration_) {
+    latestRecord_ = completion;
+    latestGeneration_ = started;
+  }
+  *record = std::move(completion);
+  return accinteSuccess;
 }
 
 RecordTarget Event::latestTarget() {
@@ -374,18 +465,19 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
   std::shared_ptr<Stream> resolvedStream;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolvedStream));
+  // Each record is a fresh completion (and, for an interprocess event, a
+  // generation of its own): waiters that captured an older record keep
+  // waiting for that one only.
+  std::shared_ptr<EventCompletion> record;
+  uint64_t generation = 0;
+  ACCINTE_RETURN_IF_ERROR(resolvedEvent->startRecord(
+      resolvedStream->workerCpu(), &record, &generation));
   if (resolvedEvent->shared()) {
-    uint64_t generation = 0;
-    auto record =
-        resolvedEvent->startRecord(resolvedStream->workerCpu(), &generation);
     enqueueInterprocessRecord(*resolvedStream, std::move(record),
                               resolvedEvent->shared(), generation);
     return accinteSuccess;
   }
-  // Each record is a fresh completion: waiters that captured an older record
-  // keep waiting for that one only.
-  enqueueRecord(*resolvedStream,
-                resolvedEvent->startRecord(resolvedStream->workerCpu()));
+  enqueueRecord(*resolvedStream, std::move(record));
   return accinteSuccess;
 }
 // LITERALINCLUDE END: EMULATOR_EVENT_RECORD

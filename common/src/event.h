@@ -81,16 +81,21 @@ class SharedEventState {
   SharedEventState(const SharedEventState&) = delete;
   SharedEventState& operator=(const SharedEventState&) = delete;
 
-  /** Starts a record by this process and returns its generation. */
-  uint64_t startRecord();
-  /** Marks generation `generation` (and every earlier one) complete and
-   * wakes every waiting process. */
+  /** Starts a record by this process and writes its generation. If all
+   * kSharedEventSlots records before it are still outstanding, first blocks
+   * until the oldest completes; fails with ::accinteErrorNotPermitted if
+   * that would block a stream's worker, and with
+   * ::accinteErrorIpcPeerExited if the oldest never will complete (its
+   * recorder exited). */
+  accinteError_t startRecord(uint64_t* generation);
+  /** Marks generation `generation`, and no other, complete and wakes every
+   * waiting process. */
   void complete(uint64_t generation);
   /** The generation of the latest record of any process; 0 if none. */
   uint64_t latest();
-  /** ::accinteSuccess once `generation` completed,
-   * ::accinteErrorIpcPeerExited if it never will (its recorder exited),
-   * else ::accinteErrorNotReady. */
+  /** ::accinteSuccess once the record `generation` completed (whatever
+   * became of the others), ::accinteErrorIpcPeerExited if it never will
+   * (its recorder exited), else ::accinteErrorNotReady. */
   accinteError_t query(uint64_t generation);
   /** Blocks until query(`generation`) is not ::accinteErrorNotReady and
    * returns it. */
@@ -108,6 +113,12 @@ class SharedEventState {
  private:
   SharedEventState(SharedEventPage* page, int fd, uint64_t nonce)
       : page_(page), fd_(fd), nonce_(nonce) {}
+
+  /** True once the record `generation` completed. */
+  bool isComplete(uint64_t generation);
+  /** While the slot of a new record still holds the outstanding record
+   * `state`: waits until it changes, a while at most. */
+  accinteError_t waitForSlot(uint64_t slotIndex, uint64_t state);
 
   SharedEventPage* const page_;
   const int fd_;
@@ -181,11 +192,12 @@ class Event {
   }
 
   /** Starts a new record, made by the stream whose worker publishes its CPU
-   * in `recorderCpu`, and returns its completion; for an interprocess
-   * event, also a new generation of the shared records, in `generation`. */
-  std::shared_ptr<EventCompletion> startRecord(
-      std::shared_ptr<const CpuSlot> recorderCpu,
-      uint64_t* generation = nullptr);
+   * in `recorderCpu`, and writes its completion in `record`; for an
+   * interprocess event, also a new generation of the shared records, in
+   * `generation` (see SharedEventState::startRecord() for its errors). */
+  accinteError_t startRecord(std::shared_ptr<const CpuSlot> recorderCpu,
+                             std::shared_ptr<EventCompletion>* record,
+                             uint64_t* generation = nullptr);
 
   /** The most recent record of this process, or nullptr if never recorded.
    */

@@ -109,6 +109,35 @@ static_assert(sizeof(IpcEventHandleData) <= ACCINTE_IPC_HANDLE_SIZE,
               "an event handle's contents must fit its bytes");
 
 /**
+ * One record of an interprocess event, as SharedEventPage keeps it.
+ *
+ * NB: record `g` lives in slot `g % kSharedEventSlots`, and a slot is taken
+ * over by a later record only once its own record completed. So a slot that
+ * holds a later generation than the one a waiter looks for tells it that its
+ * record completed, without any counter of "completed so far": records of
+ * one event made on different streams (or in different processes) complete
+ * in any order, and each wait concerns one record only.
+ */
+struct SharedEventSlot {
+  /** The record's generation shifted left by one, plus 1 once it completed
+   * (kSlotDone); 0 if the slot never held a record. One word, so that a
+   * reader never sees the generation of one record with the state of
+   * another. */
+  std::atomic<uint64_t> state;
+  /** Who made the record (packRecorder()): read only while `state` still
+   * says the record is pending, and checked again after (see
+   * SharedEventState::query()). */
+  std::atomic<uint64_t> recorder;
+};
+
+/** The bit of SharedEventSlot::state that says the record completed. */
+constexpr uint64_t kSlotDone = 1;
+
+/** How many records of one interprocess event may be outstanding (made and
+ * not yet complete) at a time; the page holds one slot for each. */
+constexpr size_t kSharedEventSlots = 240;
+
+/**
  * The page an interprocess event shares between the processes that have it:
  * the exporter and every importer map the same memfd page.
  *
@@ -119,16 +148,16 @@ struct SharedEventPage {
   /** kIpcEventMagic once initialised. */
   uint64_t magic;
   /** The generation of the latest record (1, 2, ...); 0 if never recorded.
-   */
+   * Published once the record holds its slot. */
   std::atomic<uint64_t> recorded;
-  /** The highest generation whose record completed. */
-  std::atomic<uint64_t> completed;
-  /** Who made the latest record: pid in the high 32 bits, the low 32 bits of
-   * its start time in the low ones (one word, so never read half-updated). */
-  std::atomic<uint64_t> recorder;
   /** Bumped on each completion; waiters sleep on it (a shared futex). */
   std::atomic<uint32_t> futexWord;
+  /** The records, by generation modulo kSharedEventSlots. */
+  SharedEventSlot slots[kSharedEventSlots];
 };
+
+static_assert(sizeof(SharedEventPage) <= 4096,
+              "an interprocess event's records must fit the smallest page");
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,

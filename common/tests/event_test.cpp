@@ -225,6 +225,41 @@ TEST(Event, WaitCapturesTheRecordCurrentAtCallTime) {
   }
 }
 
+// A wait captures the record current at the call even when a later record
+// of the event, on another stream, completes first; for an interprocess
+// event used by its own process too.
+TEST(Event, ALaterRecordThatCompletesFirstDoesNotReleaseAnEarlierWait) {
+  for (unsigned int flags :
+       {static_cast<unsigned int>(accinteEventDefault),
+        static_cast<unsigned int>(accinteEventInterprocess |
+                                  accinteEventDisableTiming)}) {
+    SCOPED_TRACE(flags);
+    accinteStream_t blocked = nullptr;
+    accinteStream_t idle = nullptr;
+    accinteStream_t waiter = nullptr;
+    ASSERT_OK(accinteStreamCreate(&blocked));
+    ASSERT_OK(accinteStreamCreate(&idle));
+    ASSERT_OK(accinteStreamCreate(&waiter));
+    accinteEvent_t event = nullptr;
+    ASSERT_OK(accinteEventCreateWithFlags(&event, flags));
+    Gate gate;
+    ASSERT_OK(gate.block(blocked));
+    ASSERT_OK(accinteEventRecord(event, blocked));
+    ASSERT_OK(accinteStreamWaitEvent(waiter, event));
+    ASSERT_OK(accinteEventRecord(event, idle));
+    ASSERT_OK(accinteEventSynchronize(event)); // the later record
+    ASSERT_OK(accinteStreamSynchronize(idle));
+    EXPECT_EQ(accinteStreamQuery(waiter), accinteErrorNotReady);
+    gate.release();
+    ASSERT_OK(accinteStreamSynchronize(waiter));
+    EXPECT_OK(accinteStreamQuery(blocked));
+    ASSERT_OK(accinteEventDestroy(event));
+    for (accinteStream_t stream : {blocked, idle, waiter}) {
+      ASSERT_OK(accinteStreamDestroy(stream));
+    }
+  }
+}
+
 TEST(Event, DestroyingAnEventWhileStreamsWaitOnItIsSafe) {
   accinteStream_t producer = nullptr;
   accinteStream_t consumer = nullptr;

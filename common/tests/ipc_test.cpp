@@ -197,6 +197,9 @@ std::vector<unsigned char> readBack(const void* device, size_t size) {
 
 constexpr size_t kSize = 3 * 4096 + 100;
 
+/** More records than an interprocess event's shared page has slots for. */
+constexpr int kManyRecords = 700;
+
 } // namespace
 
 // ---------------------------------------------------------------------------
@@ -435,6 +438,51 @@ TEST(Ipc, InterprocessEventInItsOwnProcess) {
   EXPECT_OK(accinteStreamSynchronize(stream));
   ASSERT_OK(accinteStreamDestroy(stream));
   ASSERT_OK(accinteEventDestroy(event));
+}
+
+// The shared page has a slot for each outstanding record of an interprocess
+// event (240, fewer than kManyRecords): a record made while all are in use
+// waits until the oldest completes, as a launch into CUDA's full queue does;
+// a stream's worker, which may be what the oldest waits for, is refused.
+TEST(Ipc, RecordsBeyondTheOutstandingSlotsWaitForTheOldest) {
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteEventCreateWithFlags(
+      &event, accinteEventInterprocess | accinteEventDisableTiming));
+  accinteStream_t blocked = nullptr;
+  accinteStream_t other = nullptr;
+  ASSERT_OK(accinteStreamCreate(&blocked));
+  ASSERT_OK(accinteStreamCreate(&other));
+  Gate gate;
+  ASSERT_OK(gate.block(blocked));
+  std::atomic<int> recorded{0};
+  std::atomic<bool> failed{false};
+  std::thread recorder([&] {
+    for (int i = 0; i < kManyRecords; ++i) {
+      if (accinteEventRecord(event, blocked) != accinteSuccess) {
+        failed = true;
+      }
+      recorded.fetch_add(1);
+    }
+  });
+  // NB: the first 240 records never wait; the next one does until the gate
+  // opens. Meanwhile a kernel may not record (it could be what the oldest
+  // record waits for).
+  while (recorded.load() < 240) {
+    std::this_thread::yield();
+  }
+  std::atomic<int> fromKernel{-1};
+  ASSERT_OK(accinte::launchKernel(
+      other, {}, [&] { fromKernel = accinteEventRecord(event, blocked); }));
+  ASSERT_OK(accinteStreamSynchronize(other));
+  gate.release();
+  recorder.join();
+  EXPECT_FALSE(failed.load());
+  EXPECT_EQ(fromKernel.load(), accinteErrorNotPermitted);
+  ASSERT_OK(accinteEventSynchronize(event));
+  EXPECT_OK(accinteStreamQuery(blocked));
+  ASSERT_OK(accinteEventDestroy(event));
+  ASSERT_OK(accinteStreamDestroy(blocked));
+  ASSERT_OK(accinteStreamDestroy(other));
 }
 
 // ---------------------------------------------------------------------------
@@ -713,6 +761,152 @@ TEST(IpcTwoProcesses, WaitersOfAnExitedRecorderFailAndItsMemoryStays) {
   ASSERT_OK(accinteEventDestroy(event));
   ASSERT_OK(accinteStreamDestroy(stream));
   ASSERT_OK(accinteIpcCloseMemHandle(ptr));
+}
+
+// The child exports an event whose first record waits behind a kernel that
+// never finishes; once the parent waits for that record, the child records
+// the event again on an idle stream, lets that record complete, and exits.
+ACCINTE_SCENARIO(IpcRecordTwiceThenExit) {
+  ParentPipes parent;
+  accinteEvent_t event = nullptr;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(
+                     &event, accinteEventInterprocess |
+                                 accinteEventDisableTiming) == accinteSuccess);
+  accinteStream_t blocked = nullptr;
+  accinteStream_t idle = nullptr;
+  SCENARIO_CHECK(accinteStreamCreate(&blocked) == accinteSuccess);
+  SCENARIO_CHECK(accinteStreamCreate(&idle) == accinteSuccess);
+  auto* gate = new Gate(); // never released
+  SCENARIO_CHECK(gate->block(blocked) == accinteSuccess);
+  SCENARIO_CHECK(accinteEventRecord(event, blocked) == accinteSuccess);
+  accinteIpcEventHandle_t eventHandle;
+  SCENARIO_CHECK(accinteIpcGetEventHandle(&eventHandle, event) ==
+                 accinteSuccess);
+  SCENARIO_CHECK(parent.send(toHex(eventHandle)));
+  SCENARIO_CHECK(parent.receive() == "waiting");
+  SCENARIO_CHECK(accinteEventRecord(event, idle) == accinteSuccess);
+  SCENARIO_CHECK(accinteEventSynchronize(event) == accinteSuccess);
+  SCENARIO_CHECK(parent.send("second"));
+  SCENARIO_CHECK(parent.receive() == "exit");
+  _exit(0);
+}
+
+// A stream wait captures the record current at the call (as
+// cudaStreamWaitEvent does): a later record that completes first, even one
+// of the same process, does not release it. Here the captured record never
+// completes, so the wait fails once its recorder exits.
+TEST(IpcTwoProcesses, ALaterRecordDoesNotReleaseAWaitForAnEarlierOne) {
+  Peer child("IpcRecordTwiceThenExit", {});
+  ASSERT_TRUE(child.started());
+  accinteIpcEventHandle_t eventHandle;
+  ASSERT_TRUE(fromHex(child.receive(), &eventHandle));
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteIpcOpenEventHandle(&event, eventHandle));
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  ASSERT_OK(accinteStreamWaitEvent(stream, event));
+  EXPECT_EQ(accinteEventQuery(event), accinteErrorNotReady);
+  ASSERT_TRUE(child.send("waiting"));
+  ASSERT_EQ(child.receive(), "second");
+  // A query or synchronize made now is for the second record: complete.
+  EXPECT_OK(accinteEventQuery(event));
+  EXPECT_OK(accinteEventSynchronize(event));
+  ASSERT_TRUE(child.send("exit"));
+  ASSERT_TRUE(child.waitExitedUnreaped());
+  // The stream still waited for the first record, which never completes.
+  EXPECT_EQ(accinteStreamSynchronize(stream), accinteErrorLaunchFailure);
+  EXPECT_NE(std::string(accinteGetLastFailureMessage()).find("exited"),
+            std::string::npos)
+      << accinteGetLastFailureMessage();
+  ASSERT_EQ(child.wait(), 0);
+  // The second record completed before its process exited.
+  EXPECT_OK(accinteEventQuery(event));
+  ASSERT_OK(accinteEventDestroy(event));
+  ASSERT_OK(accinteStreamDestroy(stream));
+}
+
+// The child exports memory and an event it has recorded many times, then
+// records it once more behind a blocked kernel that writes the memory. Once
+// the parent waits for that record, the child records the event again on an
+// idle stream; it opens the gate when the parent says so.
+ACCINTE_SCENARIO(IpcRecordBehindWorkThenOnAnIdleStream) {
+  ParentPipes parent;
+  void* ptr = nullptr;
+  SCENARIO_CHECK(accinteMalloc(&ptr, kSize) == accinteSuccess);
+  SCENARIO_CHECK(accinteMemsetAsync(ptr, 0, kSize, nullptr) == accinteSuccess);
+  SCENARIO_CHECK(accinteStreamSynchronize(nullptr) == accinteSuccess);
+  accinteIpcMemHandle_t memHandle;
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&memHandle, ptr) == accinteSuccess);
+  accinteEvent_t event = nullptr;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(
+                     &event, accinteEventInterprocess |
+                                 accinteEventDisableTiming) == accinteSuccess);
+  accinteStream_t blocked = nullptr;
+  accinteStream_t idle = nullptr;
+  SCENARIO_CHECK(accinteStreamCreate(&blocked) == accinteSuccess);
+  SCENARIO_CHECK(accinteStreamCreate(&idle) == accinteSuccess);
+  for (int i = 0; i < kManyRecords; ++i) {
+    SCENARIO_CHECK(accinteEventRecord(event, idle) == accinteSuccess);
+  }
+  SCENARIO_CHECK(accinteEventSynchronize(event) == accinteSuccess);
+  Gate gate;
+  SCENARIO_CHECK(gate.block(blocked) == accinteSuccess);
+  auto* bytes = static_cast<unsigned char*>(ptr);
+  const auto expected = pattern(kSize, 6);
+  SCENARIO_CHECK(accinte::launchKernel(blocked, {ptr}, [bytes, expected] {
+                   std::memcpy(bytes, expected.data(), kSize);
+                 }) == accinteSuccess);
+  SCENARIO_CHECK(accinteEventRecord(event, blocked) == accinteSuccess);
+  accinteIpcEventHandle_t eventHandle;
+  SCENARIO_CHECK(accinteIpcGetEventHandle(&eventHandle, event) ==
+                 accinteSuccess);
+  SCENARIO_CHECK(parent.send(toHex(memHandle)));
+  SCENARIO_CHECK(parent.send(toHex(eventHandle)));
+  SCENARIO_CHECK(parent.receive() == "waiting");
+  SCENARIO_CHECK(accinteEventRecord(event, idle) == accinteSuccess);
+  SCENARIO_CHECK(accinteStreamSynchronize(idle) == accinteSuccess);
+  SCENARIO_CHECK(parent.send("second"));
+  SCENARIO_CHECK(parent.receive() == "release");
+  gate.release();
+  SCENARIO_CHECK(accinteStreamSynchronize(blocked) == accinteSuccess);
+  SCENARIO_CHECK(parent.receive() == "done");
+  SCENARIO_CHECK(accinteEventDestroy(event) == accinteSuccess);
+  SCENARIO_CHECK(accinteFree(ptr) == accinteSuccess);
+  return 0;
+}
+
+// The same rule where the first record does complete: the parent's copy
+// waits for it and reads what the work before it wrote, not the zeros that
+// were there when the later record completed.
+TEST(IpcTwoProcesses, AWaitReadsWhatTheWorkBeforeItsRecordWrote) {
+  Peer child("IpcRecordBehindWorkThenOnAnIdleStream", {});
+  ASSERT_TRUE(child.started());
+  accinteIpcMemHandle_t memHandle;
+  accinteIpcEventHandle_t eventHandle;
+  ASSERT_TRUE(fromHex(child.receive(), &memHandle));
+  ASSERT_TRUE(fromHex(child.receive(), &eventHandle));
+  void* ptr = nullptr;
+  ASSERT_OK(accinteIpcOpenMemHandle(&ptr, memHandle, 0));
+  accinteEvent_t event = nullptr;
+  ASSERT_OK(accinteIpcOpenEventHandle(&event, eventHandle));
+  accinteStream_t stream = nullptr;
+  ASSERT_OK(accinteStreamCreate(&stream));
+  ASSERT_OK(accinteStreamWaitEvent(stream, event));
+  std::vector<unsigned char> seen(kSize);
+  ASSERT_OK(accinteMemcpyAsync(seen.data(), ptr, kSize,
+                               accinteMemcpyDeviceToHost, stream));
+  ASSERT_TRUE(child.send("waiting"));
+  ASSERT_EQ(child.receive(), "second");
+  ASSERT_OK(accinteEventSynchronize(event)); // the second record
+  EXPECT_EQ(accinteStreamQuery(stream), accinteErrorNotReady);
+  ASSERT_TRUE(child.send("release"));
+  ASSERT_OK(accinteStreamSynchronize(stream));
+  EXPECT_EQ(seen, pattern(kSize, 6));
+  ASSERT_OK(accinteIpcCloseMemHandle(ptr));
+  ASSERT_TRUE(child.send("done"));
+  EXPECT_EQ(child.wait(), 0);
+  ASSERT_OK(accinteEventDestroy(event));
+  ASSERT_OK(accinteStreamDestroy(stream));
 }
 
 // Opens the parent's memory, waits for it to be freed there, reads it.

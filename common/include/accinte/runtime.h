@@ -521,7 +521,14 @@ ACCINTE_EXPORT accinteError_t accinteEventCreateWithFlags(accinteEvent_t* event,
 ACCINTE_EXPORT accinteError_t accinteEventDestroy(accinteEvent_t event);
 
 /** Records the event on `stream` (NULL: current device's default stream): it
- * completes when all work enqueued on the stream before it has finished. */
+ * completes when all work enqueued on the stream before it has finished.
+ *
+ * NB: each record is a record of its own: waits that captured an earlier
+ * one keep waiting for that one, whatever later records do. An interprocess
+ * event holds at most 240 outstanding records: one more waits until the
+ * oldest completes, or fails with ::accinteErrorNotPermitted on a stream's
+ * worker and with ::accinteErrorIpcPeerExited if the oldest's process exited
+ * before completing it. */
 ACCINTE_EXPORT accinteError_t accinteEventRecord(accinteEvent_t event,
                                                  accinteStream_t stream);
 
