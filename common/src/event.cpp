@@ -150,7 +150,9 @@ void SharedEventState::complete(uint64_t generation) {
   page_->futexWord.fetch_add(1);
   futexWakeAll(&page_->futexWord); // LITERALINCLUDE EMPHASIZE
 }
+// LITERALINCLUDE END: EMULATOR_IPC_EVENT
 
+// LITERALINCLUDE START: EMULATOR_IPC_WAIT
 bool SharedEventState::isComplete(uint64_t generation) {
   const uint64_t state =
       page_->slots[generation % kSharedEventSlots].state.load();
@@ -199,7 +201,7 @@ accinteError_t SharedEventState::wait(uint64_t generation) {
     }
   }
 }
-// LITERALINCLUDE END: EMULATOR_IPC_EVENT
+// LITERALINCLUDE END: EMULATOR_IPC_WAIT
 
 accinteError_t SharedEventState::waitForSlot(uint64_t slotIndex,
                                              uint64_t state) {
