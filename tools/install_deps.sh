@@ -53,6 +53,17 @@ fi
 if [ "$have_torch" != "$want_torch" ]; then
   echo "install_deps: installing torch==$want_torch (found '${have_torch:-none}'; supported: '$(echo $supported)')"
   if [ -n "${TORCH_VERSION:-}" ]; then
+    # NB: a full disk surfaces as pip's "No space left on device" halfway
+    # through the install, after minutes; `make test` makes two of these
+    # venvs. Say it before starting, with what to free.
+    need_gib=${ACCINTE_VENV_FREE_GIB:-6}
+    free_gib=$(df -Pk "$VENV" | awk 'NR == 2 { print int($4 / 1048576) }')
+    if ((free_gib < need_gib)); then
+      echo "install_deps: torch==$want_torch needs about $need_gib GiB in $VENV (a CUDA build);" \
+        "only $free_gib GiB are free on its disk. Free space (old clones' build/ folders:" \
+        "'make clean' there) and run again." >&2
+      exit 1
+    fi
     # NB: an extra release's wheels (a CUDA build: about 3 GB with its CUDA
     # libraries) are kept outside the clone, one folder per release, so a
     # clean clone does not fetch them again (pip's own cache does not keep
