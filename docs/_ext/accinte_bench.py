@@ -13,6 +13,18 @@ reproduce), so a page names a committed results file, a copy of
 ``{accinte-bench-chart} output/bench_results.json``
     the ratios as an SVG bar chart, with each benchmark's goal.
 
+and a number in prose, taken from the guide's snapshot
+(``accinte_bench_snapshot``, ``docs/output/bench_results.json``) by the
+benchmark's name, so that the sentence and the table cannot disagree:
+
+``{bench-time}`name```
+    the benchmark's time on accinte (``1.32 µs``), as the table prints it;
+``{bench-cpu-time}`name```
+    its time on the CPU;
+``{bench-ratio}`name```
+    its ratio against the CPU (``65×``, ``2.55×``).
+
+A name the snapshot lacks, or a value it does not have, is a build error.
 The path is relative to the page, as a ``literalinclude``'s is; the page
 must be MyST Markdown, since the table is parsed as Markdown. Both render
 with ``benchmarks/bench_report.py``, which also writes ``results.md``, so
@@ -84,7 +96,39 @@ class BenchChart(_ResultsDirective):
                           format="html")]
 
 
+#: Each role's field of a benchmark and how it is printed.
+_VALUE_ROLES = {
+    "bench-time": ("accinte_seconds", lambda item, value: bench_report.format_seconds(value)),
+    "bench-cpu-time": ("cpu_seconds", lambda item, value: bench_report.format_seconds(value)),
+    "bench-ratio": ("ratio", lambda item, value: bench_report.format_ratio(item["measure"], value)),
+}
+
+
+def _snapshot_value_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{bench-time}`benchmark name```: see the module's docstring."""
+    env = inliner.document.settings.env
+    path = Path(env.srcdir) / env.config.accinte_bench_snapshot
+    env.note_dependency(str(path))
+    field, render = _VALUE_ROLES[name]
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+        bench_report.validate(results)
+        item = next((item for item in results["benchmarks"] if item["name"] == text), None)
+        if item is None:
+            raise ValueError(f"no benchmark named {text!r}")
+        if item[field] is None:
+            raise ValueError(f"benchmark {text!r} has no {field}")
+    except (OSError, ValueError) as error:
+        message = inliner.reporter.error(
+            f"{{{name}}}: {env.config.accinte_bench_snapshot}: {error}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    return [nodes.Text(render(item, item[field]))], []
+
+
 def setup(app: Sphinx) -> dict:
     app.add_directive("accinte-bench-table", BenchTable)
     app.add_directive("accinte-bench-chart", BenchChart)
+    app.add_config_value("accinte_bench_snapshot", "docs/output/bench_results.json", "env")
+    for role in _VALUE_ROLES:
+        app.add_role(role, _snapshot_value_role)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
