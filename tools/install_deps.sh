@@ -53,28 +53,51 @@ fi
 if [ "$have_torch" != "$want_torch" ]; then
   echo "install_deps: installing torch==$want_torch (found '${have_torch:-none}'; supported: '$(echo $supported)')"
   if [ -n "${TORCH_VERSION:-}" ]; then
-    # NB: a full disk surfaces as pip's "No space left on device" halfway
-    # through the install, after minutes; `make test` makes two of these
-    # venvs. Say it before starting, with what to free.
-    need_gib=${ACCINTE_VENV_FREE_GIB:-6}
-    free_gib=$(df -Pk "$VENV" | awk 'NR == 2 { print int($4 / 1048576) }')
-    if ((free_gib < need_gib)); then
-      echo "install_deps: torch==$want_torch needs about $need_gib GiB in $VENV (a CUDA build);" \
-        "only $free_gib GiB are free on its disk. Free space (old clones' build/ folders:" \
-        "'make clean' there) and run again." >&2
-      exit 1
+    # NB: an extra release is a CUDA build: about 3 GB of wheels, 5.4 GB
+    # installed. Both are kept outside the clone, made once per machine and
+    # never changed after: the wheels in one folder per release (pip's own
+    # cache does not keep files that large; `pip download` checks every file
+    # already there against the index's sha256 and fetches again any that
+    # differs), and their install in one folder per release and Python ABI
+    # (the pins are exact), which the venv reads through a .pth file. A clean
+    # clone then makes its venv without torch's 5 GB, and torch's headers
+    # keep one path from clone to clone: ccache and Inductor's kernel cache
+    # (keyed by the compiler's command line, include paths included) find
+    # what the last clone compiled.
+    cache="${ACCINTE_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_accinte}"
+    abi=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    installed="$cache/site/torch-$want_torch-$abi"
+    if [ ! -e "$installed/.complete" ]; then
+      wheels="$cache/wheels/torch-$want_torch"
+      mkdir -p "$wheels" "$cache/site"
+      "$PYTHON" -m pip download -q --disable-pip-version-check --dest "$wheels" "torch==$want_torch"
+      # NB: a full disk surfaces as pip's "No space left on device" halfway
+      # through the install, after minutes. Say it before starting.
+      need_gib=${ACCINTE_TORCH_FREE_GIB:-6}
+      free_gib=$(df -Pk "$cache/site" | awk 'NR == 2 { print int($4 / 1048576) }')
+      if ((free_gib < need_gib)); then
+        echo "install_deps: torch==$want_torch needs about $need_gib GiB in $cache/site" \
+          "(a CUDA build); only $free_gib GiB are free on its disk. Free space and run again." >&2
+        exit 1
+      fi
+      # NB: installed aside, then renamed into place: a run stopped halfway
+      # leaves no folder that looks complete, and of two clones installing
+      # at once, the second's rename fails and its copy is dropped.
+      # The copies of runs killed halfway (their process gone) go first.
+      for stale in "$installed".partial.*; do
+        [ -e "$stale" ] && ! kill -0 "${stale##*.}" 2>/dev/null && rm -rf "$stale"
+      done
+      partial="$installed.partial.$$"
+      mkdir "$partial"
+      trap 'rm -rf "$partial"' EXIT
+      "$PYTHON" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheels" \
+        --target "$partial" "torch==$want_torch"
+      touch "$partial/.complete"
+      mv -T "$partial" "$installed" 2>/dev/null || rm -rf "$partial"
+      trap - EXIT
     fi
-    # NB: an extra release's wheels (a CUDA build: about 3 GB with its CUDA
-    # libraries) are kept outside the clone, one folder per release, so a
-    # clean clone does not fetch them again (pip's own cache does not keep
-    # files that large). `pip download` checks every file already there
-    # against the index's sha256 and fetches again any that differs; the
-    # install then reads the folder alone.
-    wheels="${ACCINTE_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_accinte/wheels}/torch-$want_torch"
-    mkdir -p "$wheels"
-    "$PYTHON" -m pip download -q --disable-pip-version-check --dest "$wheels" "torch==$want_torch"
-    "$PYTHON" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheels" \
-      "torch==$want_torch"
+    site_packages=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    echo "$installed" > "$site_packages/accinte_torch_release.pth"
   else
     "$PYTHON" -m pip install -q --disable-pip-version-check "torch==$want_torch"
   fi

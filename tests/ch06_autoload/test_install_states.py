@@ -8,13 +8,14 @@ must then warn, naming the fix, and go on without the device.
 Slow (builds and installs): runs only with ACCINTE_TEST_INSTALL=1, as
 `make test` sets it. Hermetic: each environment is a fresh venv without the
 system's site-packages; torch and the build tools come from one more venv
-that holds nothing else (created once under build/install-tests/ and reused),
+that holds nothing else (made once per machine, outside the clone, and shared),
 so a torch_accinte installed anywhere else cannot change the results. The
 editable install is made from a copy of the repository under build/, whose
 chapter files the develop-loop test edits.
 """
 
 import fcntl
+import hashlib
 import os
 import pathlib
 import shutil
@@ -39,6 +40,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "install-tests"
 #: The copy of the repository that is installed in editable mode.
 CHECKOUT = WORK / "repo"
+#: Where what outlives a clone is kept (tools/install_deps.sh's cache).
+TORCH_CACHE = pathlib.Path(os.environ.get("ACCINTE_TORCH_CACHE") or pathlib.Path(
+    os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "torch_accinte")
 TORCH_RELEASE = torch.__version__.split("+")[0]
 HINT = "TORCH_DEVICE_BACKEND_AUTOLOAD=0"
 _EMPTY = tempfile.TemporaryDirectory(prefix="ch06_install_")
@@ -94,19 +98,32 @@ def torch_site(work_lock) -> pathlib.Path:
     warns) and the build tools only.
 
     NB: pinned to this interpreter's releases, which the local wheel cache
-    holds; created once (about a minute) and reused while they match.
+    holds. Made once per machine (about a minute), outside the clone, as
+    tools/install_deps.sh keeps the extra releases of torch, and never
+    changed after: the tests only read it (each installs into a fresh venv
+    of its own), so every clean clone can share it. Made aside and renamed
+    into place, so that a run stopped halfway leaves nothing that looks
+    ready and two runs at once keep one copy.
     """
-    base = WORK / f"torch-{TORCH_RELEASE}"
     wanted = (f"torch=={TORCH_RELEASE} numpy=={numpy.__version__} "
               f"setuptools=={setuptools.__version__} "
               f"wheel=={wheel_package.__version__}")
-    ready = base / "ready"
-    if not ready.exists() or ready.read_text() != wanted:
-        shutil.rmtree(base, ignore_errors=True)
-        run([sys.executable, "-m", "venv", base])
-        run([base / "bin" / "python", "-m", "pip", "install", "-q",
-             *wanted.split()])
-        ready.write_text(wanted)
+    key = hashlib.sha256(f"{sys.version} {wanted}".encode()).hexdigest()[:12]
+    base = TORCH_CACHE / "install-tests" / f"torch-{TORCH_RELEASE}-{key}"
+    if not (base / "ready").exists():
+        partial = base.with_name(f"{base.name}.partial.{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            run([sys.executable, "-m", "venv", partial])
+            run([partial / "bin" / "python", "-m", "pip", "install", "-q",
+                 *wanted.split()])
+            (partial / "ready").write_text(wanted)
+            partial.rename(base)
+        except OSError:
+            if not (base / "ready").exists():
+                raise
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     (site,) = base.glob("lib/python*/site-packages")
     return site
 
