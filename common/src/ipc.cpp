@@ -315,6 +315,8 @@ accinteError_t accinteIpcGetEventHandle(accinteIpcEventHandle_t* handle,
   data.fd = resolved->shared()->fd();
   data.startTime = self.startTime;
   data.nonce = resolved->shared()->nonce();
+  data.offset = resolved->shared()->offset();
+  data.eventId = resolved->shared()->eventId();
   std::memset(handle->reserved, 0, sizeof(handle->reserved));
   std::memcpy(handle->reserved, &data, sizeof(data));
   return accinteSuccess;
