@@ -164,7 +164,8 @@ def _limit_open_files(limit):
 def send_many(queue, results, held, done, count, limit):
     """A ``Process`` target: sends ``count`` tensors, ``i`` filled with
     ``i``, under a limit of ``limit`` open files; once the consumer holds
-    them all, reports whether this process can still open a file."""
+    them all, reports whether this process can still open a file, and the
+    memory files it holds open."""
     _limit_open_files(limit)
     tensors = [torch.full((4,), float(i), device="accinte") for i in range(count)]
     for tensor in tensors:
@@ -172,10 +173,29 @@ def send_many(queue, results, held, done, count, limit):
     held.wait(120)
     try:
         with open(__file__, "rb"):
-            results.put(("producer", "opens files"))
+            opens = "opens files"
     except OSError as error:
-        results.put(("producer", f"{type(error).__name__}: {error}"))
+        opens = f"{type(error).__name__}: {error}"
+    results.put(("producer", opens, _open_memfds()))
     done.wait(120)
+
+
+def _open_memfds():
+    """How many descriptors this process has open on each kind of memfd
+    (its name without the random part)."""
+    import collections
+    import os
+    import re
+
+    kinds = collections.Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:"):
+            kinds[re.sub(r"[0-9a-f]{16}( \(deleted\))?$", "", target[7:])] += 1
+    return dict(kinds)
 
 
 def hold_many(queue, results, held, done, count, limit):
