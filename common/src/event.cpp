@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <mutex>
@@ -73,11 +74,14 @@ class SharedEventPool {
   }
 
   /** A free page, for a new event: its mapping and its offset in the memfd
-   * (fd() and nonce()). False if the memfd cannot be made or grow. */
-  bool take(SharedEventPage** page, uint64_t* offset) {
+   * (fd() and nonce()). 0, or the errno of what failed if the memfd cannot
+   * be made or grow. */
+  int take(SharedEventPage** page, uint64_t* offset) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty() && !growLocked()) {
-      return false;
+    if (free_.empty()) {
+      if (const int error = growLocked()) {
+        return error;
+      }
     }
     const size_t index = free_.back();
     free_.pop_back();
@@ -85,7 +89,7 @@ class SharedEventPool {
         chunks_[index / kPoolChunkPages] +
         (index % kPoolChunkPages) * sharedPageSize());
     *offset = static_cast<uint64_t>(index) * sharedPageSize();
-    return true;
+    return 0;
   }
 
   /** Returns the page at `offset` once its event's state is gone: every
@@ -107,12 +111,13 @@ class SharedEventPool {
   }
 
  private:
-  bool growLocked() {
+  /** Adds kPoolChunkPages free pages; 0, or the errno of what failed. */
+  int growLocked() {
     if (fd_ < 0) {
       const uint64_t nonce = newIpcNonce();
       fd_ = createIpcMemfd(kIpcEventPrefix, nonce, 0);
       if (fd_ < 0) {
-        return false;
+        return errno;
       }
       nonce_ = nonce;
     }
@@ -120,19 +125,19 @@ class SharedEventPool {
     const size_t bytes = kPoolChunkPages * sharedPageSize();
     if (ftruncate(fd_, static_cast<off_t>(first * sharedPageSize() + bytes)) !=
         0) {
-      return false;
+      return errno;
     }
     void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                          fd_, static_cast<off_t>(first * sharedPageSize()));
     if (mapping == MAP_FAILED) {
-      return false;
+      return errno;
     }
     chunks_.push_back(static_cast<char*>(mapping));
     // Lowest index last: taken first.
     for (size_t index = first + kPoolChunkPages; index > first; --index) {
       free_.push_back(index - 1);
     }
-    return true;
+    return 0;
   }
 
   std::mutex mutex_;
@@ -147,12 +152,13 @@ class SharedEventPool {
 
 } // namespace
 
-std::shared_ptr<SharedEventState> SharedEventState::create() {
+accinteError_t SharedEventState::create(
+    std::shared_ptr<SharedEventState>* state) {
   auto& pool = SharedEventPool::instance();
   SharedEventPage* page = nullptr;
   uint64_t offset = 0;
-  if (!pool.take(&page, &offset)) {
-    return nullptr;
+  if (const int error = pool.take(&page, &offset)) {
+    return ipcResourceError(error);
   }
   // NB: a page that held an earlier event keeps its records: the new
   // event's generations follow the old one's, so a stale wait for an old
@@ -166,8 +172,9 @@ std::shared_ptr<SharedEventState> SharedEventState::create() {
     eventId = newIpcNonce();
   }
   page->eventId.store(eventId);
-  return std::shared_ptr<SharedEventState>(
+  state->reset(
       new SharedEventState(page, pool.fd(), pool.nonce(), offset, eventId));
+  return accinteSuccess;
 }
 
 std::shared_ptr<SharedEventState> SharedEventState::open(
@@ -503,10 +510,7 @@ accinteError_t EventRegistry::create(unsigned int flags,
   markInitialised();
   std::shared_ptr<SharedEventState> shared;
   if ((flags & accinteEventInterprocess) != 0) {
-    shared = SharedEventState::create();
-    if (!shared) {
-      return accinteErrorMemoryAllocation;
-    }
+    ACCINTE_RETURN_IF_ERROR(SharedEventState::create(&shared));
   }
   const uintptr_t value = newHandleValue();
   auto event = std::make_shared<Event>(flags, std::move(shared));

@@ -73,9 +73,9 @@ struct SharedEventPage;
  */
 class SharedEventState {
  public:
-  /** Creates a new page (the exporting process); nullptr if none can be
-   * made. */
-  static std::shared_ptr<SharedEventState> create();
+  /** Takes a new page (the exporting process) into `state`; fails as
+   * ipcResourceError() says if the pool has none free and cannot grow. */
+  static accinteError_t create(std::shared_ptr<SharedEventState>* state);
   /** Maps the page of another process's handle; nullptr if the handle is
    * malformed or its event or process is gone. */
   static std::shared_ptr<SharedEventState> open(const IpcEventHandleData& data);

@@ -134,10 +134,17 @@ int createIpcMemfd(const char* prefix, uint64_t nonce, size_t size) {
     return -1;
   }
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int error = errno;
     close(fd);
+    errno = error;
     return -1;
   }
   return fd;
+}
+
+accinteError_t ipcResourceError(int error) {
+  return error == EMFILE || error == ENFILE ? accinteErrorOperatingSystem
+                                            : accinteErrorMemoryAllocation;
 }
 
 // LITERALINCLUDE START: EMULATOR_IPC_OPEN_PEER

@@ -42,9 +42,17 @@ constexpr const char* kIpcEventPrefix = "accinte-ipc-event-";
 
 /**
  * Creates a memfd of `size` bytes named ipcMemfdName(prefix, nonce);
- * returns its descriptor (close-on-exec) or -1.
+ * returns its descriptor (close-on-exec) or -1, errno saying why.
  */
 int createIpcMemfd(const char* prefix, uint64_t nonce, size_t size);
+
+/**
+ * What a failure to make or map the memfd of an IPC object reports, given
+ * its errno: ::accinteErrorOperatingSystem when the process or the system
+ * is out of open files (the device is not the cause), else
+ * ::accinteErrorMemoryAllocation.
+ */
+accinteError_t ipcResourceError(int error);
 
 /**
  * Opens descriptor `fd` of the process `owner` through `/proc/<pid>/fd/<fd>`

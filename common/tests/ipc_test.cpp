@@ -6,10 +6,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -381,6 +383,59 @@ TEST(Ipc, InterprocessEventsShareOneOpenFile) {
     }
   }
   ASSERT_OK(accinteEventDestroy(first));
+}
+
+// Out of open files, exporting memory and making the first interprocess
+// event fail with accinteErrorOperatingSystem, not as if the device were out
+// of memory (which sends the user after the wrong cause); a file each is
+// all they need, and later events need none.
+ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
+  // An export first: this thread knows its process's identity from then on.
+  DeviceBuffer first(kSize);
+  accinteIpcMemHandle_t handle;
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, first.ptr()) ==
+                 accinteSuccess);
+  DeviceBuffer buffer(kSize);
+  SCENARIO_CHECK(buffer.status() == accinteSuccess);
+  rlimit limit{};
+  SCENARIO_CHECK(getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  limit.rlim_cur = 64;
+  SCENARIO_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+  std::vector<int> taken;
+  int fd = -1;
+  while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+    taken.push_back(fd);
+  }
+  SCENARIO_CHECK(errno == EMFILE && taken.size() >= 2);
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, buffer.ptr()) ==
+                 accinteErrorOperatingSystem);
+  accinteEvent_t event = nullptr;
+  constexpr unsigned int kFlags =
+      accinteEventInterprocess | accinteEventDisableTiming;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(&event, kFlags) ==
+                 accinteErrorOperatingSystem);
+  for (int i = 0; i < 2; ++i) {
+    close(taken.back());
+    taken.pop_back();
+  }
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, buffer.ptr()) ==
+                 accinteSuccess);
+  std::vector<accinteEvent_t> events(kManyEvents);
+  for (auto& each : events) {
+    SCENARIO_CHECK(accinteEventCreateWithFlags(&each, kFlags) ==
+                   accinteSuccess);
+  }
+  for (auto& each : events) {
+    SCENARIO_CHECK(accinteEventDestroy(each) == accinteSuccess);
+  }
+  for (int each : taken) {
+    close(each);
+  }
+  return 0;
+}
+
+TEST(Ipc, OutOfOpenFilesIsNotOutOfMemory) {
+  EXPECT_EQ(accinte::testing::runScenario("IpcOutOfOpenFiles", {}), 0);
 }
 
 // Exporting moves the pages under the allocation: what was written before
