@@ -52,7 +52,7 @@ namespace {
 /** How many pages the pool's memfd grows by when none is free. */
 constexpr size_t kPoolChunkPages = 64;
 
-// LITERALINCLUDE START: EMULATOR_IPC_EVENT_POOL
+// LITERALINCLUDE START: EMULATOR_SHARED_EVENT_POOL
 /**
  * The shared pages of this process's interprocess events: one memfd holds
  * them all, a page per event, and grows by kPoolChunkPages pages when none
@@ -148,7 +148,7 @@ class SharedEventPool {
   /** The indices of the pages no event holds. */
   std::vector<size_t> free_;
 };
-// LITERALINCLUDE END: EMULATOR_IPC_EVENT_POOL
+// LITERALINCLUDE END: EMULATOR_SHARED_EVENT_POOL
 
 } // namespace
 
