@@ -388,7 +388,7 @@ TEST(Ipc, InterprocessEventsShareOneOpenFile) {
 // Out of open files, exporting memory and making the first interprocess
 // event fail with accinteErrorOperatingSystem, not as if the device were out
 // of memory (which sends the user after the wrong cause); a file each is
-// all they need, and later events need none.
+// all they need.
 ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
   // An export first: this thread knows its process's identity from then on.
   DeviceBuffer first(kSize);
@@ -397,6 +397,15 @@ ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
                  accinteSuccess);
   DeviceBuffer buffer(kSize);
   SCENARIO_CHECK(buffer.status() == accinteSuccess);
+  // NB: the calls below run once before the limit too. The sanitizers
+  // check some accesses with a pipe(), which fails while no descriptor is
+  // free; once they have checked a type, they do not check it again.
+  accinteEvent_t plain = nullptr;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(&plain, accinteEventDefault) ==
+                 accinteSuccess);
+  SCENARIO_CHECK(accinteEventDestroy(plain) == accinteSuccess);
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, first.ptr()) ==
+                 accinteSuccess);
   rlimit limit{};
   SCENARIO_CHECK(getrlimit(RLIMIT_NOFILE, &limit) == 0);
   limit.rlim_cur = 64;
@@ -406,7 +415,7 @@ ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
   while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
     taken.push_back(fd);
   }
-  SCENARIO_CHECK(errno == EMFILE && taken.size() >= 2);
+  SCENARIO_CHECK(errno == EMFILE && taken.size() >= 4);
   SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, buffer.ptr()) ==
                  accinteErrorOperatingSystem);
   accinteEvent_t event = nullptr;
@@ -414,7 +423,8 @@ ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
       accinteEventInterprocess | accinteEventDisableTiming;
   SCENARIO_CHECK(accinteEventCreateWithFlags(&event, kFlags) ==
                  accinteErrorOperatingSystem);
-  for (int i = 0; i < 2; ++i) {
+  // One file each is all they need; the sanitizers' pipe() needs two more.
+  for (int i = 0; i < 4; ++i) {
     close(taken.back());
     taken.pop_back();
   }
