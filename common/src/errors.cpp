@@ -10,7 +10,7 @@ struct ErrorText {
   const char* description;
 };
 
-static_assert(accinteErrorIpcPeerExited == 18,
+static_assert(accinteErrorOperatingSystem == 19,
               "a new error code needs its name and description below");
 
 ErrorText errorText(accinteError_t error) {
@@ -77,6 +77,10 @@ ErrorText errorText(accinteError_t error) {
       return {"accinteErrorIpcPeerExited",
               "the process that recorded the interprocess event exited before "
               "the record completed"};
+    case accinteErrorOperatingSystem:
+      return {"accinteErrorOperatingSystem",
+              "a system call failed for want of a resource of the process, "
+              "such as open files (its limit: ulimit -n)"};
   }
   return {"accinteErrorUnknown", "unknown error code"};
 }

@@ -9,9 +9,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace accinte::emulator {
 
@@ -25,7 +30,7 @@ uintptr_t fromEventHandle(accinteEvent_t handle) {
   return reinterpret_cast<uintptr_t>(handle);
 }
 
-/** The size of an interprocess event's shared memfd: one page. */
+/** The size of an interprocess event's shared state: one page. */
 size_t sharedPageSize() {
   return static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
@@ -42,51 +47,174 @@ constexpr const char* kPeerExitedMessage =
 
 } // namespace
 
-std::shared_ptr<SharedEventState> SharedEventState::create() {
-  const uint64_t nonce = newIpcNonce();
-  const int fd = createIpcMemfd(kIpcEventPrefix, nonce, sharedPageSize());
-  if (fd < 0) {
-    return nullptr;
+namespace {
+
+/** How many pages the pool's memfd grows by when none is free. */
+constexpr size_t kPoolChunkPages = 64;
+
+// LITERALINCLUDE START: EMULATOR_SHARED_EVENT_POOL
+/**
+ * The shared pages of this process's interprocess events: one memfd holds
+ * them all, a page per event, and grows by kPoolChunkPages pages when none
+ * is free; a destroyed event's page goes back to the pool.
+ *
+ * NB: one descriptor for all the events, however many: with a memfd per
+ * event, a process that keeps an event per tensor in flight (chapter 14)
+ * runs out of open files, at the default limit of 1024, with about a
+ * thousand tensors. The descriptor stays open for the process's life,
+ * because importers open the memfd through it (openPeerMemfd()); the file
+ * never shrinks, so it is as large as the most events alive at once.
+ */
+class SharedEventPool {
+ public:
+  /** Leaked on purpose, as the registries: events may outlive statics. */
+  static SharedEventPool& instance() {
+    static auto* pool = new SharedEventPool();
+    return *pool;
   }
-  void* mapping = mmap(nullptr, sharedPageSize(), PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
-  if (mapping == MAP_FAILED) {
-    close(fd);
-    return nullptr;
+
+  /** A free page, for a new event: its mapping and its offset in the memfd
+   * (fd() and nonce()). 0, or the errno of what failed if the memfd cannot
+   * be made or grow. */
+  int take(SharedEventPage** page, uint64_t* offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) {
+      if (const int error = growLocked()) {
+        return error;
+      }
+    }
+    const size_t index = free_.back();
+    free_.pop_back();
+    *page = reinterpret_cast<SharedEventPage*>(
+        chunks_[index / kPoolChunkPages] +
+        (index % kPoolChunkPages) * sharedPageSize());
+    *offset = static_cast<uint64_t>(index) * sharedPageSize();
+    return 0;
   }
-  auto* page = new (mapping) SharedEventPage{};
-  page->magic = kIpcEventMagic;
-  return std::shared_ptr<SharedEventState>(
-      new SharedEventState(page, fd, nonce));
+
+  /** Returns the page at `offset` once its event's state is gone: every
+   * record this process made on it has completed. */
+  void give(uint64_t offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(static_cast<size_t>(offset / sharedPageSize()));
+  }
+
+  /** The memfd's descriptor (once a page was taken). */
+  int fd() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fd_;
+  }
+  /** The nonce in the memfd's name. */
+  uint64_t nonce() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return nonce_;
+  }
+
+ private:
+  /** Adds kPoolChunkPages free pages; 0, or the errno of what failed. */
+  int growLocked() {
+    if (fd_ < 0) {
+      const uint64_t nonce = newIpcNonce();
+      fd_ = createIpcMemfd(kIpcEventPrefix, nonce, 0);
+      if (fd_ < 0) {
+        return errno;
+      }
+      nonce_ = nonce;
+    }
+    const size_t first = chunks_.size() * kPoolChunkPages;
+    const size_t bytes = kPoolChunkPages * sharedPageSize();
+    if (ftruncate(fd_, static_cast<off_t>(first * sharedPageSize() + bytes)) !=
+        0) {
+      return errno;
+    }
+    void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         fd_, static_cast<off_t>(first * sharedPageSize()));
+    if (mapping == MAP_FAILED) {
+      return errno;
+    }
+    chunks_.push_back(static_cast<char*>(mapping));
+    // Lowest index last: taken first.
+    for (size_t index = first + kPoolChunkPages; index > first; --index) {
+      free_.push_back(index - 1);
+    }
+    return 0;
+  }
+
+  std::mutex mutex_;
+  int fd_ = -1;
+  uint64_t nonce_ = 0;
+  /** The mappings of the memfd, kPoolChunkPages pages each, in order. */
+  std::vector<char*> chunks_;
+  /** The indices of the pages no event holds. */
+  std::vector<size_t> free_;
+};
+// LITERALINCLUDE END: EMULATOR_SHARED_EVENT_POOL
+
+} // namespace
+
+accinteError_t SharedEventState::create(
+    std::shared_ptr<SharedEventState>* state) {
+  auto& pool = SharedEventPool::instance();
+  SharedEventPage* page = nullptr;
+  uint64_t offset = 0;
+  if (const int error = pool.take(&page, &offset)) {
+    return ipcResourceError(error);
+  }
+  // NB: a page that held an earlier event keeps its records: the new
+  // event's generations follow the old one's, so a stale wait for an old
+  // record (all complete by now) can never take a new one for its own.
+  if (page->magic != kIpcEventMagic) {
+    page = new (page) SharedEventPage{};
+    page->magic = kIpcEventMagic;
+  }
+  uint64_t eventId = 0;
+  while (eventId == 0) {
+    eventId = newIpcNonce();
+  }
+  page->eventId.store(eventId);
+  state->reset(
+      new SharedEventState(page, pool.fd(), pool.nonce(), offset, eventId));
+  return accinteSuccess;
 }
 
 std::shared_ptr<SharedEventState> SharedEventState::open(
     const IpcEventHandleData& data) {
-  const int fd = openPeerMemfd({data.pid, data.startTime}, data.fd,
-                               kIpcEventPrefix, data.nonce, sharedPageSize());
+  const size_t pageSize = sharedPageSize();
+  if (data.offset % pageSize != 0 ||
+      data.offset > static_cast<uint64_t>(INT64_MAX) - pageSize) {
+    return nullptr;
+  }
+  const int fd =
+      openPeerMemfd({data.pid, data.startTime}, data.fd, kIpcEventPrefix,
+                    data.nonce, static_cast<size_t>(data.offset) + pageSize);
   if (fd < 0) {
     return nullptr;
   }
-  void* mapping = mmap(nullptr, sharedPageSize(), PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
+  void* mapping = mmap(nullptr, pageSize, PROT_READ | PROT_WRITE, MAP_SHARED,
+                       fd, static_cast<off_t>(data.offset));
   // NB: the mapping keeps the page; this process needs no descriptor.
   close(fd);
   if (mapping == MAP_FAILED) {
     return nullptr;
   }
   auto* page = static_cast<SharedEventPage*>(mapping);
-  if (page->magic != kIpcEventMagic) {
-    munmap(mapping, sharedPageSize());
+  // NB: checked once mapped: the event may be destroyed, and its page serve
+  // another, up to this very moment.
+  if (page->magic != kIpcEventMagic || data.eventId == 0 ||
+      page->eventId.load() != data.eventId) {
+    munmap(mapping, pageSize);
     return nullptr;
   }
   return std::shared_ptr<SharedEventState>(
-      new SharedEventState(page, -1, data.nonce));
+      new SharedEventState(page, -1, data.nonce, data.offset, data.eventId));
 }
 
 SharedEventState::~SharedEventState() {
-  munmap(page_, sharedPageSize());
   if (fd_ >= 0) {
-    close(fd_);
+    page_->eventId.store(0); // handles of this event no longer open
+    SharedEventPool::instance().give(offset_);
+  } else {
+    munmap(page_, sharedPageSize());
   }
 }
 
@@ -382,10 +510,7 @@ accinteError_t EventRegistry::create(unsigned int flags,
   markInitialised();
   std::shared_ptr<SharedEventState> shared;
   if ((flags & accinteEventInterprocess) != 0) {
-    shared = SharedEventState::create();
-    if (!shared) {
-      return accinteErrorMemoryAllocation;
-    }
+    ACCINTE_RETURN_IF_ERROR(SharedEventState::create(&shared));
   }
   const uintptr_t value = newHandleValue();
   auto event = std::make_shared<Event>(flags, std::move(shared));

@@ -64,16 +64,18 @@ struct SharedEventPage;
 
 /**
  * The records of an interprocess event as every process that has the event
- * sees them: a page of a memfd that each maps (SharedEventPage).
+ * sees them: a page of a memfd that each maps (SharedEventPage). The
+ * exporting process's events all share one memfd, a page each
+ * (SharedEventPool in event.cpp).
  *
  * NB: shared (not owned by the event) for the same reason as
  * EventCompletion: an enqueued record or wait may outlive the event.
  */
 class SharedEventState {
  public:
-  /** Creates a new page (the exporting process); nullptr if none can be
-   * made. */
-  static std::shared_ptr<SharedEventState> create();
+  /** Takes a new page (the exporting process) into `state`; fails as
+   * ipcResourceError() says if the pool has none free and cannot grow. */
+  static accinteError_t create(std::shared_ptr<SharedEventState>* state);
   /** Maps the page of another process's handle; nullptr if the handle is
    * malformed or its event or process is gone. */
   static std::shared_ptr<SharedEventState> open(const IpcEventHandleData& data);
@@ -101,7 +103,8 @@ class SharedEventState {
    * returns it. */
   accinteError_t wait(uint64_t generation);
 
-  /** The memfd's descriptor (-1 in an importing process). */
+  /** The descriptor of the memfd that holds the page (-1 in an importing
+   * process). */
   int fd() const {
     return fd_;
   }
@@ -109,10 +112,23 @@ class SharedEventState {
   uint64_t nonce() const {
     return nonce_;
   }
+  /** Where the page starts in the memfd, in bytes. */
+  uint64_t offset() const {
+    return offset_;
+  }
+  /** The event's identity on its page (SharedEventPage::eventId). */
+  uint64_t eventId() const {
+    return eventId_;
+  }
 
  private:
-  SharedEventState(SharedEventPage* page, int fd, uint64_t nonce)
-      : page_(page), fd_(fd), nonce_(nonce) {}
+  SharedEventState(SharedEventPage* page, int fd, uint64_t nonce,
+                   uint64_t offset, uint64_t eventId)
+      : page_(page),
+        fd_(fd),
+        nonce_(nonce),
+        offset_(offset),
+        eventId_(eventId) {}
 
   /** True once the record `generation` completed. */
   bool isComplete(uint64_t generation);
@@ -121,8 +137,13 @@ class SharedEventState {
   accinteError_t waitForSlot(uint64_t slotIndex, uint64_t state);
 
   SharedEventPage* const page_;
+  /** The pool's memfd in the exporting process, whose page goes back to
+   * the pool (SharedEventPool); -1 in an importer, whose page is a mapping
+   * of its own. */
   const int fd_;
   const uint64_t nonce_;
+  const uint64_t offset_;
+  const uint64_t eventId_;
 };
 
 /** Enqueues on `stream` the completion of `record`: it completes when the

@@ -134,10 +134,17 @@ int createIpcMemfd(const char* prefix, uint64_t nonce, size_t size) {
     return -1;
   }
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int error = errno;
     close(fd);
+    errno = error;
     return -1;
   }
   return fd;
+}
+
+accinteError_t ipcResourceError(int error) {
+  return error == EMFILE || error == ENFILE ? accinteErrorOperatingSystem
+                                            : accinteErrorMemoryAllocation;
 }
 
 // LITERALINCLUDE START: EMULATOR_IPC_OPEN_PEER
@@ -315,6 +322,8 @@ accinteError_t accinteIpcGetEventHandle(accinteIpcEventHandle_t* handle,
   data.fd = resolved->shared()->fd();
   data.startTime = self.startTime;
   data.nonce = resolved->shared()->nonce();
+  data.offset = resolved->shared()->offset();
+  data.eventId = resolved->shared()->eventId();
   std::memset(handle->reserved, 0, sizeof(handle->reserved));
   std::memcpy(handle->reserved, &data, sizeof(data));
   return accinteSuccess;

@@ -37,14 +37,22 @@ std::string ipcMemfdName(const char* prefix, uint64_t nonce);
 
 /** memfd name prefix of exported device memory. */
 constexpr const char* kIpcMemPrefix = "accinte-ipc-";
-/** memfd name prefix of an interprocess event's shared page. */
+/** memfd name prefix of the pages of a process's interprocess events. */
 constexpr const char* kIpcEventPrefix = "accinte-ipc-event-";
 
 /**
  * Creates a memfd of `size` bytes named ipcMemfdName(prefix, nonce);
- * returns its descriptor (close-on-exec) or -1.
+ * returns its descriptor (close-on-exec) or -1, errno saying why.
  */
 int createIpcMemfd(const char* prefix, uint64_t nonce, size_t size);
+
+/**
+ * What a failure to make or map the memfd of an IPC object reports, given
+ * its errno: ::accinteErrorOperatingSystem when the process or the system
+ * is out of open files (the device is not the cause), else
+ * ::accinteErrorMemoryAllocation.
+ */
+accinteError_t ipcResourceError(int error);
 
 /**
  * Opens descriptor `fd` of the process `owner` through `/proc/<pid>/fd/<fd>`
@@ -88,20 +96,26 @@ struct IpcEventHandleData {
   uint32_t version;
   /** The exporting process. */
   int32_t pid;
-  /** The shared page's memfd descriptor number in the exporting process. */
+  /** The descriptor number, in the exporting process, of the memfd that
+   * holds the shared page (SharedEventPool). */
   int32_t fd;
   /** The exporting process's start time. */
   uint64_t startTime;
   /** The nonce in the memfd's name. */
   uint64_t nonce;
+  /** Where the event's page starts in the memfd, in bytes. */
+  uint64_t offset;
+  /** The event's SharedEventPage::eventId. */
+  uint64_t eventId;
 };
 
 /** First bytes of a memory handle ("AIPM"). */
 constexpr uint32_t kIpcMemMagic = 0x4d504941;
 /** First bytes of an event handle ("AIPE"). */
 constexpr uint32_t kIpcEventMagic = 0x45504941;
-/** The handle layout's version. */
-constexpr uint32_t kIpcHandleVersion = 1;
+/** The handle layout's version (2: an event handle names its page's
+ * offset). */
+constexpr uint32_t kIpcHandleVersion = 2;
 
 static_assert(sizeof(IpcMemHandleData) <= ACCINTE_IPC_HANDLE_SIZE,
               "a memory handle's contents must fit its bytes");
@@ -147,6 +161,10 @@ constexpr size_t kSharedEventSlots = 240;
 struct SharedEventPage {
   /** kIpcEventMagic once initialised. */
   uint64_t magic;
+  /** Which event holds the page: random, drawn anew for each event the
+   * page serves; 0 while the page is free. A handle carries it, so that the
+   * handle of a destroyed event does not open its page's next event. */
+  std::atomic<uint64_t> eventId;
   /** The generation of the latest record (1, 2, ...); 0 if never recorded.
    * Published once the record holds its slot. */
   std::atomic<uint64_t> recorded;

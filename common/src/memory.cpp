@@ -173,7 +173,9 @@ accinteError_t MemoryRegistry::makeShareableLocked(uintptr_t base,
   const uint64_t nonce = newIpcNonce();
   const int fd = createIpcMemfd(kIpcMemPrefix, nonce, mappedSize);
   if (fd < 0) {
-    return accinteErrorMemoryAllocation;
+    // NB: most often the process's limit of open files: each exported
+    // allocation keeps one open, for importers to open it through.
+    return ipcResourceError(errno);
   }
   void* staging = mmap(nullptr, mappedSize, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_NORESERVE, fd, 0);

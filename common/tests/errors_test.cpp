@@ -28,6 +28,7 @@ constexpr accinteError_t kAllErrors[] = {
     accinteErrorNotPermitted,
     accinteErrorInvalidIpcHandle,
     accinteErrorIpcPeerExited,
+    accinteErrorOperatingSystem,
 };
 
 TEST(Errors, EveryCodeHasItsOwnNameAndDescription) {

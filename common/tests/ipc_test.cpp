@@ -3,12 +3,15 @@
 
 #include "test_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -195,7 +198,36 @@ std::vector<unsigned char> readBack(const void* device, size_t size) {
   return bytes;
 }
 
+/** How many descriptors this process has open whose target starts with
+ * `prefix` (all of them for ""). */
+int openFiles(const std::string& prefix = "") {
+  int count = 0;
+  DIR* directory = opendir("/proc/self/fd");
+  if (directory == nullptr) {
+    return -1;
+  }
+  while (const dirent* entry = readdir(directory)) {
+    if (entry->d_name[0] == '.' ||
+        std::atoi(entry->d_name) == dirfd(directory)) {
+      continue;
+    }
+    char target[256] = {};
+    const std::string path = std::string("/proc/self/fd/") + entry->d_name;
+    if (readlink(path.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::string(target).rfind(prefix, 0) == 0) {
+      ++count;
+    }
+  }
+  closedir(directory);
+  return count;
+}
+
 constexpr size_t kSize = 3 * 4096 + 100;
+
+/** More interprocess events than one growth of the exporter's memfd adds
+ * pages for (64), and than a descriptor each would leave room for under a
+ * low limit of open files. */
+constexpr int kManyEvents = 150;
 
 /** More records than an interprocess event's shared page has slots for. */
 constexpr int kManyRecords = 700;
@@ -325,6 +357,95 @@ TEST(Ipc, HandlesOfThisProcessAndMalformedOnesDoNotOpen) {
   EXPECT_EQ(accinteIpcOpenEventHandle(&openedEvent, memAsEvent),
             accinteErrorInvalidIpcHandle);
   ASSERT_OK(accinteEventDestroy(event));
+}
+
+// A process may keep many interprocess events (chapter 14 keeps one per
+// tensor in flight): they share one open file, and a destroyed event's page
+// serves the next one, so the file does not grow either.
+TEST(Ipc, InterprocessEventsShareOneOpenFile) {
+  // One event first, so that the pool's memfd exists before the count.
+  accinteEvent_t first = nullptr;
+  ASSERT_OK(accinteEventCreateWithFlags(
+      &first, accinteEventInterprocess | accinteEventDisableTiming));
+  const int before = openFiles();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<accinteEvent_t> events(kManyEvents);
+    for (auto& event : events) {
+      ASSERT_OK(accinteEventCreateWithFlags(
+          &event, accinteEventInterprocess | accinteEventDisableTiming));
+      ASSERT_OK(accinteEventRecord(event, nullptr));
+    }
+    EXPECT_EQ(openFiles(), before);
+    EXPECT_EQ(openFiles("/memfd:accinte-ipc-event-"), 1);
+    for (auto& event : events) {
+      ASSERT_OK(accinteEventSynchronize(event));
+      ASSERT_OK(accinteEventDestroy(event));
+    }
+  }
+  ASSERT_OK(accinteEventDestroy(first));
+}
+
+// Out of open files, exporting memory and making the first interprocess
+// event fail with accinteErrorOperatingSystem, not as if the device were out
+// of memory (which sends the user after the wrong cause); a file each is
+// all they need.
+ACCINTE_SCENARIO(IpcOutOfOpenFiles) {
+  // An export first: this thread knows its process's identity from then on.
+  DeviceBuffer first(kSize);
+  accinteIpcMemHandle_t handle;
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, first.ptr()) ==
+                 accinteSuccess);
+  DeviceBuffer buffer(kSize);
+  SCENARIO_CHECK(buffer.status() == accinteSuccess);
+  // NB: the calls below run once before the limit too. The sanitizers
+  // check some accesses with a pipe(), which fails while no descriptor is
+  // free; once they have checked a type, they do not check it again.
+  accinteEvent_t plain = nullptr;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(&plain, accinteEventDefault) ==
+                 accinteSuccess);
+  SCENARIO_CHECK(accinteEventDestroy(plain) == accinteSuccess);
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, first.ptr()) ==
+                 accinteSuccess);
+  rlimit limit{};
+  SCENARIO_CHECK(getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  limit.rlim_cur = 64;
+  SCENARIO_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+  std::vector<int> taken;
+  int fd = -1;
+  while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+    taken.push_back(fd);
+  }
+  SCENARIO_CHECK(errno == EMFILE && taken.size() >= 4);
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, buffer.ptr()) ==
+                 accinteErrorOperatingSystem);
+  accinteEvent_t event = nullptr;
+  constexpr unsigned int kFlags =
+      accinteEventInterprocess | accinteEventDisableTiming;
+  SCENARIO_CHECK(accinteEventCreateWithFlags(&event, kFlags) ==
+                 accinteErrorOperatingSystem);
+  // One file each is all they need; the sanitizers' pipe() needs two more.
+  for (int i = 0; i < 4; ++i) {
+    close(taken.back());
+    taken.pop_back();
+  }
+  SCENARIO_CHECK(accinteIpcGetMemHandle(&handle, buffer.ptr()) ==
+                 accinteSuccess);
+  std::vector<accinteEvent_t> events(kManyEvents);
+  for (auto& each : events) {
+    SCENARIO_CHECK(accinteEventCreateWithFlags(&each, kFlags) ==
+                   accinteSuccess);
+  }
+  for (auto& each : events) {
+    SCENARIO_CHECK(accinteEventDestroy(each) == accinteSuccess);
+  }
+  for (int each : taken) {
+    close(each);
+  }
+  return 0;
+}
+
+TEST(Ipc, OutOfOpenFilesIsNotOutOfMemory) {
+  EXPECT_EQ(accinte::testing::runScenario("IpcOutOfOpenFiles", {}), 0);
 }
 
 // Exporting moves the pages under the allocation: what was written before
@@ -690,6 +811,65 @@ TEST(IpcTwoProcesses, AnEventOrdersWorkBothWays) {
   EXPECT_EQ(child.wait(), 0);
   ASSERT_OK(accinteEventDestroy(event));
   ASSERT_OK(accinteStreamDestroy(stream));
+}
+
+// The child opens the parent's many events, each a page of one memfd of
+// the parent's: it opens no file for them, and each handle reaches its own
+// event (those recorded behind a blocked kernel are not ready, the others
+// are).
+ACCINTE_SCENARIO(IpcManyEvents) {
+  ParentPipes parent;
+  std::vector<accinteEvent_t> events(kManyEvents);
+  int before = -1;
+  for (auto& event : events) {
+    accinteIpcEventHandle_t handle;
+    SCENARIO_CHECK(fromHex(parent.receive(), &handle));
+    SCENARIO_CHECK(accinteIpcOpenEventHandle(&event, handle) == accinteSuccess);
+    if (before < 0) {
+      before = openFiles(); // once the runtime is up
+    }
+  }
+  SCENARIO_CHECK(openFiles() == before);
+  for (int i = 0; i < kManyEvents; ++i) {
+    SCENARIO_CHECK(accinteEventQuery(events[i]) ==
+                   (i % 2 == 1 ? accinteErrorNotReady : accinteSuccess));
+  }
+  SCENARIO_CHECK(parent.send("queried"));
+  for (auto& event : events) {
+    SCENARIO_CHECK(accinteEventSynchronize(event) == accinteSuccess);
+    SCENARIO_CHECK(accinteEventDestroy(event) == accinteSuccess);
+  }
+  SCENARIO_CHECK(parent.send("waited"));
+  return 0;
+}
+
+TEST(IpcTwoProcesses, ManyEventsOpenNoFileAndStayApart) {
+  accinteStream_t blocked = nullptr;
+  ASSERT_OK(accinteStreamCreate(&blocked));
+  Gate gate;
+  ASSERT_OK(gate.block(blocked));
+  Peer child("IpcManyEvents", {});
+  ASSERT_TRUE(child.started());
+  std::vector<accinteEvent_t> events(kManyEvents);
+  for (int i = 0; i < kManyEvents; ++i) {
+    ASSERT_OK(accinteEventCreateWithFlags(
+        &events[i], accinteEventInterprocess | accinteEventDisableTiming));
+    ASSERT_OK(accinteEventRecord(events[i], i % 2 == 1 ? blocked : nullptr));
+    if (i % 2 == 0) {
+      ASSERT_OK(accinteEventSynchronize(events[i]));
+    }
+    accinteIpcEventHandle_t handle;
+    ASSERT_OK(accinteIpcGetEventHandle(&handle, events[i]));
+    ASSERT_TRUE(child.send(toHex(handle)));
+  }
+  EXPECT_EQ(child.receive(), "queried");
+  gate.release();
+  EXPECT_EQ(child.receive(), "waited");
+  EXPECT_EQ(child.wait(), 0);
+  for (auto& event : events) {
+    ASSERT_OK(accinteEventDestroy(event));
+  }
+  ASSERT_OK(accinteStreamDestroy(blocked));
 }
 
 // The child exports memory and an event whose record waits behind a kernel

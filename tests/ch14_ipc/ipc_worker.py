@@ -149,3 +149,68 @@ def hogwild_train(rank, model, inputs, targets, steps):
         loss.backward()
         optimizer.step()
     torch.accinte.synchronize()
+
+
+def _limit_open_files(limit):
+    """Lowers this process's limit of open files to ``limit`` (the soft
+    limit only, as ``ulimit -n`` does), after torch and the device are up."""
+    import resource
+
+    torch.accinte.init()
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+
+
+def send_many(queue, results, held, done, count, limit):
+    """A ``Process`` target: sends ``count`` tensors, ``i`` filled with
+    ``i``, under a limit of ``limit`` open files; once the consumer holds
+    them all, reports whether this process can still open a file, and the
+    memory files it holds open."""
+    _limit_open_files(limit)
+    tensors = [torch.full((4,), float(i), device="accinte") for i in range(count)]
+    for tensor in tensors:
+        queue.put(tensor)
+    held.wait(120)
+    try:
+        with open(__file__, "rb"):
+            opens = "opens files"
+    except OSError as error:
+        opens = f"{type(error).__name__}: {error}"
+    results.put(("producer", opens, _open_memfds()))
+    done.wait(120)
+
+
+def _open_memfds():
+    """How many descriptors this process has open on each kind of memfd
+    (its name without the random part)."""
+    import collections
+    import os
+    import re
+
+    kinds = collections.Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:"):
+            kinds[re.sub(r"[0-9a-f]{16}( \(deleted\))?$", "", target[7:])] += 1
+    return dict(kinds)
+
+
+def hold_many(queue, results, held, done, count, limit):
+    """A ``Process`` target: receives ``count`` tensors from ``send_many``
+    under the same limit and keeps them all alive; reports how many arrived
+    and which held the wrong values."""
+    _limit_open_files(limit)
+    received = []
+    try:
+        for _ in range(count):
+            received.append(queue.get(timeout=20))
+    except Exception:  # noqa: BLE001  (a missing tensor times out: reported)
+        pass
+    wrong = [i for i, tensor in enumerate(received)
+             if tensor.cpu().tolist() != [float(i)] * 4]
+    results.put(("consumer", len(received), wrong))
+    held.set()
+    done.wait(120)

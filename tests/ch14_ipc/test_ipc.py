@@ -387,3 +387,36 @@ def test_a_child_trains_the_parents_model_in_place(hermetic_children):
         optimizer.step()
     torch.testing.assert_close(model.weight.cpu(), reference.weight.detach())
     torch.testing.assert_close(model.bias.cpu(), reference.bias.detach())
+
+
+def test_tensors_in_flight_cost_no_open_file_each(hermetic_children):
+    # More tensors in flight than either process may open files (as a
+    # consumer that keeps ~1000 tensors under the default `ulimit -n 1024`):
+    # each arrives, and the producer can still open files. CUDA needs no
+    # descriptor per tensor either.
+    count, limit = 600, 256
+    context = mp.get_context("spawn")
+    queue, results = context.Queue(), context.Queue()
+    held, done = context.Event(), context.Event()
+    args = (queue, results, held, done, count, limit)
+    producer = context.Process(target=ipc_worker.send_many, args=args)
+    consumer = context.Process(target=ipc_worker.hold_many, args=args)
+    producer.start()
+    consumer.start()
+    try:
+        reports = dict((report[0], report[1:])
+                       for report in (results.get(timeout=120) for _ in range(2)))
+    finally:
+        done.set()
+        held.set()
+        producer.join(TIMEOUT)
+        consumer.join(TIMEOUT)
+    assert reports["consumer"] == (count, [])
+    opens, memfds = reports["producer"]
+    assert opens == "opens files"
+    # What the producer keeps open does not grow with the tensors in flight:
+    # one file for its interprocess events, one for its reference counters,
+    # one per exported caching allocator segment (one here).
+    assert memfds == {"accinte-ipc-event-": 1, "accinte-ipc-counters-": 1,
+                      "accinte-ipc-": 1}, memfds
+    assert producer.exitcode == 0 and consumer.exitcode == 0

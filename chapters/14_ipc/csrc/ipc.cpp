@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -33,6 +35,10 @@ namespace {
 // LITERALINCLUDE START: CH14_COUNTER_PAGE
 /** The counters of one page: 4 KiB of 64-bit counters. */
 constexpr int64_t kCounterSlots = 512;
+constexpr size_t kCounterPageBytes = kCounterSlots * sizeof(int64_t);
+/** Far beyond any real slot number: a malformed handle's slot must not
+ * overflow an offset. */
+constexpr int64_t kMaxCounterSlot = int64_t{1} << 40;
 
 // NB: the counters are updated by several processes through their own
 // mappings of one page, which needs atomics that work on memory by address
@@ -40,58 +46,74 @@ constexpr int64_t kCounterSlots = 512;
 static_assert(std::atomic<int64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t));
 
-/** The name of a counter page: what a consumer checks before trusting it. */
-std::string counterPageName(uint64_t nonce) {
+/** The name of a counter file: what a consumer checks before trusting it. */
+std::string counterFileName(uint64_t nonce) {
   char name[64];
   std::snprintf(name, sizeof(name), "accinte-ipc-counters-%016llx",
                 static_cast<unsigned long long>(nonce));
   return name;
 }
 
+class CounterPage;
+
 /**
- * A page of reference counters shared by a producer and its consumers.
+ * The reference counters a producer shares with its consumers: one file,
+ * grown a page of kCounterSlots counters at a time, whose released counters
+ * serve later sends.
  *
- * NB: the page is an anonymous memory file (memfd): it has no name in the
+ * NB: the file is an anonymous memory file (memfd): it has no name in the
  * file system, so nothing is left behind when the processes end, however
  * they end. A consumer opens it through `/proc/<producer>/fd/<fd>`, which
  * the kernel allows to processes of the same user; CUDA's PyTorch keeps its
- * counters in a named shared-memory file instead.
+ * counters in named shared-memory files instead.
+ * NB: one file for all the counters, kept open for the process's life: a
+ * descriptor per page would grow with the tensors in flight, and a process
+ * may open only so many files (1024 by default). The file is as large as
+ * the most counters in use at once.
+ */
+class CounterFile {
+ public:
+  /** A free counter, set to 1 for the message, and (in `page`) its page. */
+  RefCounterHandle take(std::shared_ptr<CounterPage>* page);
+  /** Counter `slot` was released (is 0): a later send may take it. */
+  void give(int64_t slot) {
+    free_.push_back(slot);
+  }
+
+ private:
+  /** Adds a page of free counters. */
+  void grow();
+
+  int fd_ = -1;
+  uint64_t nonce_ = 0;
+  /** The file's pages, in order, mapped. */
+  std::vector<std::shared_ptr<CounterPage>> pages_;
+  /** The counters no send holds. */
+  std::vector<int64_t> free_;
+};
+// LITERALINCLUDE END: CH14_COUNTER_PAGE
+
+/**
+ * One page of a producer's counter file, mapped: counters first() to
+ * first() + kCounterSlots - 1.
  */
 class CounterPage {
  public:
-  /** A new page of zeroed counters, owned by this process (the producer). */
-  static std::shared_ptr<CounterPage> create() {
-    std::random_device random;
-    const uint64_t nonce = (uint64_t{random()} << 32) | random();
-    const int fd = memfd_create(counterPageName(nonce).c_str(), MFD_CLOEXEC);
-    TORCH_CHECK(fd >= 0,
-                "accinte: cannot create the reference counters of "
-                "shared tensors: ",
-                std::strerror(errno));
-    if (ftruncate(fd, kCounterSlots * sizeof(int64_t)) != 0) {
-      const int error = errno;
-      ::close(fd);
-      TORCH_CHECK(false,
-                  "accinte: cannot size the reference counters of "
-                  "shared tensors: ",
-                  std::strerror(error));
-    }
-    return std::shared_ptr<CounterPage>(new CounterPage(map(fd), fd, nonce));
-  }
-  // LITERALINCLUDE END: CH14_COUNTER_PAGE
-
   // LITERALINCLUDE START: CH14_PAGE_OPEN
-  /** The producer's page `handle` names, mapped into this process (once per
-   * page: later calls share the first mapping). */
+  /** The page of the producer's counter file that holds the counter
+   * `handle` names, mapped into this process (once per page: later calls
+   * share the first mapping). */
   static std::shared_ptr<CounterPage> open(const RefCounterHandle& handle) {
     static std::mutex mutex;
-    static std::map<std::pair<pid_t, uint64_t>, std::weak_ptr<CounterPage>>
+    static std::map<std::tuple<pid_t, uint64_t, int64_t>,
+                    std::weak_ptr<CounterPage>>
         opened;
+    const int64_t first = handle.slot - handle.slot % kCounterSlots;
     std::lock_guard<std::mutex> lock(mutex);
     for (auto it = opened.begin(); it != opened.end();) {
       it = it->second.expired() ? opened.erase(it) : std::next(it);
     }
-    auto& cached = opened[{handle.pid, handle.nonce}];
+    auto& cached = opened[{handle.pid, handle.nonce, first}];
     if (auto page = cached.lock()) {
       return page;
     }
@@ -99,22 +121,27 @@ class CounterPage {
                              std::to_string(handle.fd);
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     // NB: the descriptor number may belong to another file by now, if the
-    // producer closed the page; its name says whether it is still the page.
+    // producer exited or forked; the file's name says whether it is still
+    // the counters, and its size whether it holds the page.
     char target[256] = {};
     const ssize_t length = readlink(path.c_str(), target, sizeof(target) - 1);
-    const std::string expected = "/memfd:" + counterPageName(handle.nonce);
-    if (fd < 0 || length <= 0 ||
-        std::string(target, static_cast<size_t>(length)).rfind(expected, 0) !=
-            0) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
+    const std::string expected = "/memfd:" + counterFileName(handle.nonce);
+    struct stat status {};
+    const bool valid =
+        fd >= 0 && length > 0 &&
+        std::string(target, static_cast<size_t>(length)).rfind(expected, 0) ==
+            0 &&
+        fstat(fd, &status) == 0 &&
+        status.st_size >=
+            static_cast<off_t>((first + kCounterSlots) * sizeof(int64_t));
+    void* mapping = valid ? mapPage(fd, first) : MAP_FAILED;
+    if (fd >= 0) {
+      ::close(fd); // the mapping keeps the page
+    }
+    if (mapping == MAP_FAILED) {
       return nullptr;
     }
-    void* mapping = map(fd);
-    ::close(fd); // the mapping keeps the page
-    auto page = std::shared_ptr<CounterPage>(
-        new CounterPage(mapping, /*fd=*/-1, handle.nonce));
+    auto page = std::shared_ptr<CounterPage>(new CounterPage(mapping, first));
     cached = page;
     return page;
   }
@@ -122,53 +149,75 @@ class CounterPage {
 
   // LITERALINCLUDE START: CH14_PAGE_REST
   ~CounterPage() {
-    munmap(counters_, kCounterSlots * sizeof(int64_t));
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
+    munmap(counters_, kCounterPageBytes);
   }
   CounterPage(const CounterPage&) = delete;
   CounterPage& operator=(const CounterPage&) = delete;
 
-  /** Counter `slot` (checked). */
+  /** Counter `slot` of the file (checked: it must be on this page). */
   std::atomic<int64_t>& at(int64_t slot) {
-    TORCH_CHECK(slot >= 0 && slot < kCounterSlots,
+    TORCH_CHECK(slot >= first_ && slot < first_ + kCounterSlots,
                 "accinte: reference counter slot ", slot, " out of range");
-    return counters_[slot];
-  }
-
-  /** The handle of counter `slot`, for a consumer (producer side only). */
-  RefCounterHandle handle(int64_t slot) const {
-    TORCH_INTERNAL_ASSERT(fd_ >= 0, "only the producer's page has a handle");
-    return RefCounterHandle{getpid(), fd_, nonce_, slot};
+    return counters_[slot - first_];
   }
 
  private:
-  CounterPage(void* mapping, int fd, uint64_t nonce)
-      : counters_(static_cast<std::atomic<int64_t>*>(mapping)),
-        fd_(fd),
-        nonce_(nonce) {}
+  friend class CounterFile;
 
-  static void* map(int fd) {
-    void* mapping = mmap(nullptr, kCounterSlots * sizeof(int64_t),
-                         PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (mapping == MAP_FAILED) {
-      const int error = errno;
-      ::close(fd);
-      TORCH_CHECK(false,
-                  "accinte: cannot map the reference counters of "
-                  "shared tensors: ",
-                  std::strerror(error));
-    }
-    return mapping;
+  CounterPage(void* mapping, int64_t first)
+      : counters_(static_cast<std::atomic<int64_t>*>(mapping)), first_(first) {}
+
+  /** Maps the page of `fd` that starts at counter `first`; MAP_FAILED if
+   * it cannot. */
+  static void* mapPage(int fd, int64_t first) {
+    return mmap(
+        nullptr, kCounterPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+        static_cast<off_t>(first * static_cast<int64_t>(sizeof(int64_t))));
   }
 
   std::atomic<int64_t>* counters_;
-  /** The page's file in the producer (kept open so that consumers can open
-   * it); -1 in a consumer. */
-  int fd_;
-  uint64_t nonce_;
+  int64_t first_;
 };
+
+RefCounterHandle CounterFile::take(std::shared_ptr<CounterPage>* page) {
+  if (free_.empty()) {
+    grow();
+  }
+  const int64_t slot = free_.back();
+  free_.pop_back();
+  *page = pages_[static_cast<size_t>(slot / kCounterSlots)];
+  (*page)->at(slot).store(1);
+  return RefCounterHandle{getpid(), fd_, nonce_, slot};
+}
+
+void CounterFile::grow() {
+  if (fd_ < 0) {
+    std::random_device random;
+    const uint64_t nonce = (uint64_t{random()} << 32) | random();
+    fd_ = memfd_create(counterFileName(nonce).c_str(), MFD_CLOEXEC);
+    TORCH_CHECK(fd_ >= 0,
+                "accinte: cannot create the reference counters of "
+                "shared tensors: ",
+                std::strerror(errno));
+    nonce_ = nonce;
+  }
+  const auto first = static_cast<int64_t>(pages_.size()) * kCounterSlots;
+  TORCH_CHECK(ftruncate(fd_, static_cast<off_t>((first + kCounterSlots) *
+                                                sizeof(int64_t))) == 0,
+              "accinte: cannot grow the reference counters of shared "
+              "tensors: ",
+              std::strerror(errno));
+  void* mapping = CounterPage::mapPage(fd_, first);
+  TORCH_CHECK(mapping != MAP_FAILED,
+              "accinte: cannot map the reference counters of shared "
+              "tensors: ",
+              std::strerror(errno));
+  pages_.push_back(
+      std::shared_ptr<CounterPage>(new CounterPage(mapping, first)));
+  for (int64_t slot = first + kCounterSlots; slot > first; --slot) {
+    free_.push_back(slot - 1); // the lowest taken first
+  }
+}
 // LITERALINCLUDE END: CH14_PAGE_REST
 
 /** Destroys an emulator event when it goes out of scope. */
@@ -239,8 +288,7 @@ struct SentMemory {
 struct SentStorages {
   std::mutex mutex;
   std::unordered_map<SentMemory*, std::unique_ptr<SentMemory>> memories;
-  std::shared_ptr<CounterPage> page;
-  int64_t nextSlot = kCounterSlots;
+  CounterFile counters;
 
   static SentStorages& instance() {
     return *current();
@@ -258,10 +306,13 @@ struct SentStorages {
    * caller to free outside the lock). */
   std::unique_ptr<SentMemory> collect(SentMemory& memory) {
     auto& sends = memory.sends;
-    sends.erase(
-        std::remove_if(sends.begin(), sends.end(),
-                       [](const Send& send) { return send.released(); }),
-        sends.end());
+    const auto released = std::stable_partition(
+        sends.begin(), sends.end(),
+        [](const Send& send) { return !send.released(); });
+    for (auto it = released; it != sends.end(); ++it) {
+      counters.give(it->slot);
+    }
+    sends.erase(released, sends.end());
     if (memory.inStorage || !sends.empty()) {
       return nullptr;
     }
@@ -288,17 +339,6 @@ void releaseSentMemory(void* context) {
   // NB: outside the lock: freeing the block takes the caching allocator's.
 }
 // LITERALINCLUDE END: CH14_LIMBO
-
-/** The counter of one send, taken for the producer: 1, the message. */
-RefCounterHandle takeCounter(SentStorages& sent) {
-  if (sent.nextSlot == kCounterSlots) {
-    sent.page = CounterPage::create();
-    sent.nextSlot = 0;
-  }
-  const int64_t slot = sent.nextSlot++;
-  sent.page->at(slot).store(1);
-  return sent.page->handle(slot);
-}
 
 /** What a consumer tells its user when a handle no longer opens. */
 [[noreturn]] void producerGone(pid_t producer) {
@@ -332,7 +372,7 @@ void waitForProducer(const SharedStorage& shared, pid_t producer) {
 /** The counter page of `shared`, mapped; fails as producerGone(). */
 std::shared_ptr<CounterPage> counterPage(const SharedStorage& shared,
                                          pid_t producer) {
-  TORCH_CHECK(shared.counter.slot >= 0 && shared.counter.slot < kCounterSlots,
+  TORCH_CHECK(shared.counter.slot >= 0 && shared.counter.slot < kMaxCounterSlot,
               "accinte: reference counter slot ", shared.counter.slot,
               " out of range");
   auto page = CounterPage::open(shared.counter);
@@ -497,8 +537,8 @@ SharedStorage shareStorage(const c10::Storage& storage) {
 
   auto& sentStorages = SentStorages::instance();
   std::lock_guard<std::mutex> lock(sentStorages.mutex);
-  shared.counter = takeCounter(sentStorages); // LITERALINCLUDE EMPHASIZE
-  send.page = sentStorages.page;
+  // LITERALINCLUDE EMPHASIZE NEXT
+  shared.counter = sentStorages.counters.take(&send.page);
   send.slot = shared.counter.slot;
   sentMemory(sentStorages, writable).sends.push_back(std::move(send));
   return shared;

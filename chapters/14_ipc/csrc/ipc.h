@@ -30,19 +30,19 @@ namespace accinte {
 
 // LITERALINCLUDE START: CH14_HANDLE
 /**
- * Names one slot of a page of reference counters that a producer shares
- * with its consumers: the producer's pid, the file descriptor of the page in
- * the producer, a random nonce the page's name carries, and the slot.
+ * Names one of the reference counters that a producer shares with its
+ * consumers: the producer's pid, the file descriptor of its counter file,
+ * a random nonce the file's name carries, and the counter's slot in it.
  */
 struct RefCounterHandle {
   /** The producer's process id. */
   pid_t pid = 0;
-  /** The page's file descriptor in the producer. */
+  /** The counter file's descriptor in the producer. */
   int fd = -1;
-  /** The random number in the page's name, which tells it from another file
+  /** The random number in the file's name, which tells it from another file
    * that took the same descriptor number later. */
   uint64_t nonce = 0;
-  /** Which counter of the page. */
+  /** Which counter of the file. */
   int64_t slot = 0;
 };
 

@@ -80,6 +80,12 @@ typedef enum accinteError {
    * process that exited before the work before the record finished: the
    * record can never complete. */
   accinteErrorIpcPeerExited = 18,
+  /** A system call the runtime needs failed for want of a resource of the
+   * process or the system, not of the device: most often the process has
+   * as many files open as its limit allows (`ulimit -n`, RLIMIT_NOFILE),
+   * and exporting memory or creating the first interprocess event needs
+   * one more. As CUDA's cudaErrorOperatingSystem. */
+  accinteErrorOperatingSystem = 19,
 } accinteError_t;
 
 /** Direction of a copy, checked against the pointers. */
