@@ -549,6 +549,7 @@ def rank_fails(rank, world, device):
         tensor.cpu()
     except RuntimeError as error:
         print("FAILED AS EXPECTED:", str(error).splitlines()[0], flush=True)
+        store.set("rank 0 has failed", "1")
         os._exit(4)
     raise AssertionError("the result of a failed collective was read without an error")
 
@@ -558,7 +559,14 @@ def rank_stalls(rank, world, device):
     # Rank 1 stays in the group but never joins the collective: rank 0's
     # ends when the group's timeout expires.
     if rank == 1:
-        time.sleep(2 * STALL_TIMEOUT.total_seconds())
+        # NB: rank 1 leaves once rank 0 has reported its failure, or after
+        # twice the group's timeout if it never does: it must outlive rank
+        # 0's collective, not sleep out a fixed time after it.
+        store = dist.distributed_c10d._get_default_store()
+        try:
+            store.wait(["rank 0 has failed"], 2 * STALL_TIMEOUT)
+        except dist.DistStoreError:
+            pass  # rank 0 is gone without saying: it has failed all the same
         os._exit(0)
     rank_fails(rank, world, device)
 
