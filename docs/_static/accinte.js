@@ -2,8 +2,8 @@
  *
  * A wide table or diagram scrolls sideways inside its own box on a narrow
  * screen, where browsers draw no scroll bar until it is touched: each such
- * box gets the class `accinte-scrolls` (a shadow at its right edge) and a
- * line above it that says it scrolls. Checked again on resize, and after
+ * box gets a line above it that says it scrolls, and the class
+ * `accinte-scrolls` (a shadow at its right edge, see accinte.css). Checked again on resize, and after
  * the load event, once the diagrams' SVG documents have their sizes. An
  * SVG drawing a page includes raw (chapter 07's memory plot: a fixed size,
  * no viewBox, so it cannot shrink) is first put in such a box.
