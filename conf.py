@@ -342,5 +342,7 @@ accinte_repository_commit = REPOSITORY_COMMIT
 html_static_path = ["docs/_static"]
 # Layout fixes (in-page contents at 1280 px, tables that fit): see the file.
 html_css_files = ["accinte.css"]
+# Scroll hints of wide tables and diagrams on narrow screens: see the file.
+html_js_files = ["accinte.js"]
 # NB: without an icon a browser asks the site root for /favicon.ico, a 404.
 html_favicon = "docs/_static/favicon.svg"

@@ -188,11 +188,18 @@ def format_shortfall(factor: float) -> str:
     return f"{percent:.0f}%" if percent >= 10 else f"{percent:.2g}%"
 
 
+def format_goal_value(value: float) -> str:
+    """A goal's bound with at most two decimals and no trailing zero: ``3``,
+    ``1.15``, ``0.8``; a goal set as a fraction (``1 / 1.5``, "at least 1.5×
+    faster") reads ``0.67``, not ``0.666667``."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def format_goal(measure: str, the_goal: dict) -> str:
     """``≤ 3×`` or ``≥ 0.8``, with a no-break space: a narrow table column
     must not split the sign from its value."""
     sign = "≤" if the_goal["direction"] == "<=" else "≥"
-    value = f"{the_goal['value']:g}"
+    value = format_goal_value(the_goal["value"])
     return f"{sign}\u00a0{value}×" if measure == TIME else f"{sign}\u00a0{value}"
 
 
@@ -358,6 +365,29 @@ def text_width(text: str) -> float:
     return CHAR_WIDTH * len(text)
 
 
+#: Pixels between the lines of a label that takes more than one.
+LINE = 14
+
+
+def label_lines(text: str, width: float = LABEL_WIDTH - 8) -> List[str]:
+    """``text`` broken at spaces into lines that each fit ``width`` pixels
+    (by :func:`text_width`, an upper bound), so that a long benchmark name
+    is never cut at the chart's left edge; a single word longer than the
+    width keeps a line of its own."""
+    lines: List[str] = []
+    for word in text.split(" "):
+        if lines and text_width(f"{lines[-1]} {word}") <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def row_height(text: str) -> float:
+    """The height of the row of a bar labelled ``text``."""
+    return max(ROW, LINE * len(label_lines(text)) + 8)
+
+
 COLOURS = {True: "#2e8b57", False: "#c0392b", None: "#8391a5"}
 CSS_CLASS = {True: "held", False: "missed", None: "no-goal"}
 
@@ -409,7 +439,8 @@ def _panel(measure: str, title: str, items: List[dict], top: float) -> List[str]
         return plot_left + share * (plot_right - plot_left)
 
     plot_top = top + PANEL_TOP
-    plot_bottom = plot_top + ROW * len(items)
+    heights = [row_height(item["name"]) for item in items]
+    plot_bottom = plot_top + sum(heights)
     out = [f'<text x="{plot_left}" y="{top + 18}" font-weight="bold">{escape(title)}</text>']
     # Over more than two decades, labels at 2 and 5 would run into each other.
     sparse = measure == TIME and high - low > 2
@@ -424,12 +455,19 @@ def _panel(measure: str, title: str, items: List[dict], top: float) -> List[str]
     # The CPU's own value: where a bar would end if accinte matched the CPU.
     out.append(f'<line class="parity" x1="{x(1.0):.1f}" x2="{x(1.0):.1f}" '
                f'y1="{plot_top - 4}" y2="{plot_bottom}" stroke="#555"/>')
-    for row, item in enumerate(items):
-        y = plot_top + ROW * row
-        middle = y + ROW / 2
+    y = plot_top
+    for item, height in zip(items, heights):
+        middle = y + height / 2
         start, end = sorted((x(origin), x(item["ratio"])))
-        out.append(f'<text x="{plot_left - 8}" y="{middle + 4:.1f}" '
-                   f'text-anchor="end">{escape(item["name"])}</text>')
+        # NB: a name wider than the label column is broken into lines (one
+        # <tspan> each), centred on the bar, instead of running off the
+        # chart's left edge.
+        lines = label_lines(item["name"])
+        first = middle + 4 - LINE * (len(lines) - 1) / 2
+        spans = "".join(f'<tspan x="{plot_left - 8}" y="{first + LINE * i:.1f}">'
+                        f'{escape(line)}</tspan>' for i, line in enumerate(lines))
+        out.append(f'<text class="label" x="{plot_left - 8}" y="{first:.1f}" '
+                   f'text-anchor="end">{spans}</text>')
         out.append(f'<rect class="bar {CSS_CLASS[item["held"]]}" x="{start:.1f}" '
                    f'y="{middle - BAR / 2:.1f}" width="{max(end - start, 1.0):.1f}" '
                    f'height="{BAR}" fill="{COLOURS[item["held"]]}"/>')
@@ -446,8 +484,9 @@ def _panel(measure: str, title: str, items: List[dict], top: float) -> List[str]
         if item["goal"]:
             at = x(item["goal"]["value"])
             out.append(f'<line class="goal" x1="{at:.1f}" x2="{at:.1f}" '
-                       f'y1="{y + 1}" y2="{y + ROW - 1}" stroke="#111" '
+                       f'y1="{y + 1}" y2="{y + height - 1}" stroke="#111" '
                        'stroke-width="2" stroke-dasharray="3,2"/>')
+        y += height
     return out
 
 
@@ -484,7 +523,7 @@ def svg_chart(results: dict) -> str:
     top = 0.0
     for measure, title, items in panels:
         body += _panel(measure, title, items, top)
-        top += PANEL_TOP + ROW * len(items) + AXIS_HEIGHT
+        top += PANEL_TOP + sum(row_height(item["name"]) for item in items) + AXIS_HEIGHT
     if panels:
         body += _legend(top)
         top += LEGEND_HEIGHT
@@ -537,6 +576,10 @@ def _check_goals() -> None:
     assert is_held(0.5, bandwidth_goal) is False
     assert is_held(0.5, None) is None and is_held(None, time_goal) is None
     assert math.isclose(shortfall(6.0, time_goal), 2.0)
+    # A goal set as a fraction prints as two decimals, not as %g's six digits.
+    assert format_goal(TIME, goal(TIME, 1 / 1.5)) == "≤\u00a00.67×"
+    assert format_goal(TIME, goal(TIME, 1.15)) == "≤\u00a01.15×"
+    assert format_goal(BANDWIDTH, goal(BANDWIDTH, 0.8)) == "≥\u00a00.8"
     assert math.isclose(shortfall(0.4, bandwidth_goal), 2.0)
 
 
@@ -651,6 +694,18 @@ def _check_chart() -> None:
     assert math.isclose(float(chain_bar.get("x")) + float(chain_bar.get("width")), parity,
                         abs_tol=0.2)
     assert svg.get("height") == svg.get("viewBox").split()[3]
+    # A name too long for the label column is broken into lines that each
+    # fit it, and none starts left of the chart's edge.
+    long_name = ("transformer block training step (d 128, dropout 0.1, 8 × 32 tokens), "
+                 "compiled on both")
+    wide = ElementTree.fromstring(svg_chart(dict(results, benchmarks=[
+        entry(long_name, TIME, 1e-3, 1e-3, goal(TIME, 1.3))])))
+    labels = wide.findall(f"{namespace}text[@class='label']")
+    assert len(labels) == 1
+    spans = [span.text for span in labels[0]]
+    assert " ".join(spans) == long_name and len(spans) > 1, spans
+    for span in labels[0]:
+        assert float(span.get("x")) - text_width(span.text) >= 0, span.text
     # A ratio to another baseline than the CPU has no bar on the CPU's axis.
     eager = entry("compiled vs eager", TIME, 1e-3, 2e-3, goal(TIME, 0.67),
                   baseline="eager accinte")

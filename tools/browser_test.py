@@ -53,8 +53,15 @@ A page fails on:
   links to its SVG, that has no alt text (``aria-label``), whose text holds
   a literal escape sequence (``\\n``, ``\\l``, ``\\r``), or whose text is
   drawn smaller than MIN_DIAGRAM_TEXT pixels;
-* at the phone's width (PHONE, 400 px) a page wider than the window: wide
-  tables, listings, outputs and diagrams must scroll in their own box.
+* at the phone's width (PHONE, 400 px) a page wider than the window, or an
+  element of the article that reaches past the window's edge outside a box
+  of its own that scrolls sideways (furo lets the whole text column scroll,
+  which would hide it): wide tables, listings, outputs and diagrams must
+  scroll in their own box; and a table or diagram box that scrolls without
+  the line above it that says so (docs/_static/accinte.js adds it);
+* a front page (FRONT_DOOR) whose first screen, at WIDTH, does not link to
+  what the final backend does and to both ways in: porting a whole device
+  (the bring-up plan) and adding one mechanism (the list of chapters).
 
 Every page is checked at WIDTH and again at PHONE; the checks of outputs'
 and listings' widths, made for the desktop, run at WIDTH only.
@@ -110,6 +117,13 @@ MAX_LISTING_LINES = 60
 #: The page that explains highlighted lines and folded listings, and the
 #: title of its section that does.
 LEGEND = ("index.html", "How to read a listing")
+#: The front page, and what its first screen (WIDTH x HEIGHT) must link to:
+#: (what the reader is offered, where the link goes, a pattern of its href).
+FRONT_DOOR = ("index.html", (
+    ("what the final backend does", r"^docs/real_models\.html$"),
+    ("port my whole device", r"^docs/porting\.html#bring-up-plan$"),
+    ("add one mechanism", r"^(#find-a-mechanism|docs/architecture\.html)$"),
+))
 #: Seconds to wait for one page's load event.
 LOAD_TIMEOUT = 30
 #: Queries the search page must answer.
@@ -217,7 +231,43 @@ PAGE_PROBE = r"""
             && pre.textContent.includes("LITERAL" + "INCLUDE"),
   }));
   const root = document.documentElement;
+  // What the page cuts at the window's right edge: an element of the article
+  // that reaches past it outside a box of its own that scrolls sideways
+  // (overflow-x auto or scroll, below the article; furo lets the whole
+  // content column scroll instead, which hides it), reported at its
+  // outermost such element.
+  const scrolls = el => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const inScrollBox = el => {
+    for (let a = el.parentElement; a && a !== article; a = a.parentElement) {
+      if (scrolls(a)) return true;
+    }
+    return false;
+  };
+  const pastEdge = el => el.getBoundingClientRect().right > root.clientWidth + 1;
+  const describe = el => el.tagName.toLowerCase()
+    + (el.className && typeof el.className === "string" ? "." + el.className.split(/\s+/)[0] : "")
+    + ": " + (el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60);
+  const cut = [...article.querySelectorAll("*")]
+    .filter(el => pastEdge(el) && !inScrollBox(el)
+                  && !(el.parentElement !== article && pastEdge(el.parentElement)))
+    .map(describe);
+  // Boxes that scroll sideways (accinte.js's selection) and whether the line
+  // above each says so.
+  const scrollBoxes = [...article.querySelectorAll(".table-wrapper, .accinte-diagram, .accinte-svg-box")]
+    .filter(box => box.scrollWidth > box.clientWidth + 1)
+    .map(box => {
+      const hint = box.previousElementSibling;
+      const shown = hint && hint.classList.contains("accinte-scroll-hint")
+                    && !hint.hidden && hint.getBoundingClientRect().height > 0;
+      return {label: describe(box), hinted: !!shown};
+    });
+  // The links a reader sees without scrolling.
+  const firstScreen = [...article.querySelectorAll("a[href]")]
+    .filter(a => { const r = a.getBoundingClientRect();
+                   return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; })
+    .map(a => ({href: a.getAttribute("href"), text: a.textContent.trim()}));
   return JSON.stringify({
+    cut, scrollBoxes, firstScreen,
     diagrams,
     pageWidth: root.scrollWidth, windowWidth: root.clientWidth,
     textLength: article.innerText.trim().length,
@@ -334,6 +384,24 @@ def listing_problems(listings: List[Dict[str, Any]]) -> List[str]:
             for listing in listings
             if listing["lines"] > MAX_LISTING_LINES and not listing["folded"]
             and not listing.get("output")]
+
+
+def front_door_problems(page: str, first_screen: List[Dict[str, Any]]) -> List[str]:
+    """The front page's first screen must offer each way in of FRONT_DOOR."""
+    where, ways = FRONT_DOOR
+    if page != where:
+        return []
+    return [f'first screen has no link to "{what}" ({pattern})'
+            for what, pattern in ways
+            if not any(re.match(pattern, link["href"]) for link in first_screen)]
+
+
+def phone_problems(cut: List[str], boxes: List[Dict[str, Any]]) -> List[str]:
+    """At the phone's width: what the page cuts at the window's edge outside
+    a box that scrolls, and boxes that scroll without their hint."""
+    return ([f"cut at the window's edge, outside a box that scrolls: {what}" for what in cut]
+            + [f"scrolls sideways without a hint: {box['label']}"
+               for box in boxes if not box["hinted"]])
 
 
 def legend_problems(page: str, sections: List[Dict[str, Any]]) -> List[str]:
@@ -620,7 +688,10 @@ def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
     if probe["pageWidth"] > probe["windowWidth"]:
         problems.append(f"the page is {probe['pageWidth']} px wide, wider than the "
                         f"{probe['windowWidth']} px window: it scrolls sideways")
+    if width == PHONE:
+        problems += phone_problems(probe["cut"], probe["scrollBoxes"])
     if width == WIDTH:
+        problems += front_door_problems(page, probe["firstScreen"])
         for output in probe["outputs"]:
             problems += output_problems(output)
             capacities.append(output["capacity"])
@@ -701,6 +772,22 @@ def self_test() -> int:
          len(legend_problems("docs/x.html", [{"title": LEGEND[1]}])), 1),
         ("the legend on its page passes",
          legend_problems(LEGEND[0], [{"title": LEGEND[1]}]), []),
+        ("a front page offering both ways in passes",
+         front_door_problems(FRONT_DOOR[0], [{"href": "docs/real_models.html"},
+                                             {"href": "docs/porting.html#bring-up-plan"},
+                                             {"href": "#find-a-mechanism"}]), []),
+        ("a front page without the bring-up plan on its first screen fails",
+         len(front_door_problems(FRONT_DOOR[0], [{"href": "docs/real_models.html"},
+                                                 {"href": "docs/architecture.html"}])), 1),
+        ("another page needs no front door",
+         front_door_problems("docs/porting.html", []), []),
+        ("at a phone's width, a cut element and an unhinted box fail",
+         phone_problems(["table: x"], [{"label": "div.table-wrapper: y", "hinted": False},
+                                       {"label": "div.accinte-diagram: z", "hinted": True}]),
+         ["cut at the window's edge, outside a box that scrolls: table: x",
+          "scrolls sideways without a hint: div.table-wrapper: y"]),
+        ("at a phone's width, hinted boxes pass",
+         phone_problems([], [{"label": "div.table-wrapper: y", "hinted": True}]), []),
     ]
     for description, got, expected in listing_cases:
         if got == expected:
