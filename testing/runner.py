@@ -36,6 +36,8 @@ DEFAULT_FILES = (
     "test_type_promotion.py",
 )
 
+_PACKAGE_ROOT = pathlib.Path(DEVICE_TEST_BASE).resolve().parents[2]
+
 PASSED, FAILED, ERROR, SKIPPED, XFAIL = "passed", "failed", "error", "skipped", "xfail"
 _DEVICE_CLASS_SUFFIXES = ("PRIVATEUSE1", "CPU")
 
@@ -163,6 +165,10 @@ def run_file(test_dir, file, device, out_dir, timeout, extra_env, pytest_args):
     env = dict(os.environ, **extra_env)
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = device
     env["TORCH_TEST_DEVICES"] = DEVICE_TEST_BASE
+    # NB: the tests run in PyTorch's test/ (their imports of each other need
+    # it); this package must stay importable from there, whatever relative
+    # PYTHONPATH found it here.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--junitxml={xml}", *pytest_args, file]
     start = time.monotonic()
