@@ -24,7 +24,7 @@ from torch_accinte.testing import expectations
 _ENTRIES = expectations.load()
 
 
-# LITERALINCLUDE START: accinte_test_base
+# LITERALINCLUDE START: UPSTREAM_TEST_BASE
 class AccinteTestBase(PrivateUse1TestBase):  # noqa: F821  (a global of common_device_type)
     """PrivateUse1TestBase plus accinte's expectations.
 
@@ -60,10 +60,10 @@ class AccinteTestBase(PrivateUse1TestBase):  # noqa: F821  (a global of common_d
         if entry is not None:
             self.precision = max(self.precision, entry.atol)
             self.rel_tol = max(self.rel_tol, entry.rtol)
-# LITERALINCLUDE END: accinte_test_base
+# LITERALINCLUDE END: UPSTREAM_TEST_BASE
 
 
-# LITERALINCLUDE START: one_accinte_class
+# LITERALINCLUDE START: UPSTREAM_ONE_CLASS
 # NB: common_device_type already added PrivateUse1TestBase when the backend
 # was registered before it was imported (autoload does that); keeping it
 # would instantiate every test twice for accinte, once without the list.
@@ -71,4 +71,4 @@ device_type_test_bases[:] = [  # noqa: F821
     base for base in device_type_test_bases if base is not PrivateUse1TestBase  # noqa: F821
 ]
 TEST_CLASS = AccinteTestBase
-# LITERALINCLUDE END: one_accinte_class
+# LITERALINCLUDE END: UPSTREAM_ONE_CLASS

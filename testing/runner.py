@@ -108,6 +108,7 @@ def summarize(file, cpu, dev, entries, device):
         entry = expectations.find(entries, qualified)
         if entry is not None:
             matched.add(entry)
+        # LITERALINCLUDE START: UPSTREAM_VERDICT
         if outcome == PASSED:
             summary.device_passed += key in cpu_ok
         elif outcome == XFAIL or (outcome == SKIPPED and message.startswith("accinte:")):
@@ -121,6 +122,7 @@ def summarize(file, cpu, dev, entries, device):
             else:
                 first_line = message.splitlines()[0] if message else outcome
                 summary.unlisted.append(f"{qualified}: {first_line}")
+        # LITERALINCLUDE END: UPSTREAM_VERDICT
     for entry in entries:
         if entry.file == file and entry.kind in ("xfail", "skip") and entry not in matched:
             summary.stale.append(f"{entry.test}: listed, but no such test ran")
@@ -162,6 +164,7 @@ def run_file(test_dir, file, device, out_dir, timeout, extra_env, pytest_args):
     xml = out_dir / f"{pathlib.Path(file).stem}.{device}.xml"
     log = out_dir / f"{pathlib.Path(file).stem}.{device}.log"
     xml.unlink(missing_ok=True)
+    # LITERALINCLUDE START: UPSTREAM_RUN_FILE
     env = dict(os.environ, **extra_env)
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = device
     env["TORCH_TEST_DEVICES"] = DEVICE_TEST_BASE
@@ -171,6 +174,7 @@ def run_file(test_dir, file, device, out_dir, timeout, extra_env, pytest_args):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            f"--junitxml={xml}", *pytest_args, file]
+    # LITERALINCLUDE END: UPSTREAM_RUN_FILE
     start = time.monotonic()
     with open(log, "w") as out:
         try:
