@@ -53,24 +53,26 @@ def test_the_table_counts_what_the_cpu_passes_and_the_device_of_those(tmp_path):
     cpu = junit(tmp_path / "cpu.xml", "cpu", [
         ("TestFoo", "test_a_cpu", "passed"), ("TestFoo", "test_b_cpu", "passed"),
         ("TestFoo", "test_c_cpu", "passed"), ("TestFoo", "test_d_cpu", "failed"),
-        ("TestFoo", "test_e_cpu", "skipped"),
+        ("TestFoo", "test_e_cpu", "skipped"), ("TestFoo", "test_g_cpu", "passed"),
     ])
     dev = junit(tmp_path / "dev.xml", "accinte", [
         ("TestFoo", "test_a_accinte", "passed"), ("TestFoo", "test_b_accinte", "xfail"),
         ("TestFoo", "test_c_accinte", "listed-skip"), ("TestFoo", "test_d_accinte", "failed"),
         ("TestFoo", "test_e_accinte", "passed"), ("TestFoo", "test_f_accinte", "error"),
+        ("TestFoo", "test_g_accinte", "skipped"),
     ])
     entries = [entry("TestFoo.test_b_accinte"), entry("TestFoo.test_c_*", kind="skip")]
     s = runner.summarize("test_x.py", cpu, dev, entries, "accinte")
-    assert (s.cpu_passed, s.device_passed, s.listed, s.both_fail) == (3, 1, 2, 1)
+    # test_g is the CPU's only (@onlyCPU, say): not compared.
+    assert (s.cpu_passed, s.cpu_only, s.device_passed, s.listed, s.both_fail) == (4, 1, 1, 2, 1)
     # test_f runs on accinte only (onlyAccelerator, say): its error is unlisted.
     assert s.unlisted == ["TestFoo.test_f_accinte: RuntimeError: oops"]
     assert s.stale == [] and not s.ok
     s.seconds = {"cpu": 1.0, "accinte": 2.0}
     table = runner.format_table([s], "accinte").splitlines()
-    assert table[0].split() == ["file", "CPU", "passed", "accinte", "passed", "%", "listed",
-                                "unlisted", "stale", "CPU", "s", "accinte", "s"]
-    assert table[2].split() == ["test_x.py", "3", "1", "33.3", "2", "1", "0", "1", "2"]
+    assert table[0].split() == ["file", "CPU", "passed", "CPU", "only", "accinte", "passed", "%",
+                                "listed", "unlisted", "stale", "CPU", "s", "accinte", "s"]
+    assert table[2].split() == ["test_x.py", "4", "1", "1", "33.3", "2", "1", "0", "1", "2"]
 
 
 def test_a_listed_test_that_passes_or_no_longer_exists_is_reported(tmp_path):
@@ -158,7 +160,7 @@ def test_the_device_test_base_instantiates_accinte_once_with_its_list(tmp_path):
     # The CPU passes test_ok, test_broken and test_fixed (test_close is
     # beyond its default tolerance); accinte passes test_ok, and test_close
     # with the list's tolerance; test_broken fails as listed.
-    assert row.split()[1:7] == ["3", "1", "33.3", "1", "0", "1"], result.stdout
+    assert row.split()[1:8] == ["3", "0", "1", "33.3", "1", "0", "1"], result.stdout
     assert "STALE     test_probe.py: TestProbe.test_fixed_accinte: listed, but passes" in result.stdout
     names = [case.get("name") for case in
              __import__("xml.etree.ElementTree").etree.ElementTree.parse(
