@@ -14,6 +14,7 @@ which is still being imported when this runs. What it must leave behind is
 with, once per device type.
 """
 
+import functools
 import unittest
 
 import torch
@@ -24,12 +25,40 @@ from torch_accinte.testing import expectations
 _ENTRIES = expectations.load()
 
 
+def _synchronized(method):
+    """The test, then a synchronization that reports its asynchronous errors.
+
+    NB: a kernel's error (an index out of range, say) is reported by the
+    next synchronization, as CUDA's device-side asserts are. Without one
+    here, the test that caused it would pass and the next test to
+    synchronize would fail in its place.
+    """
+
+    @functools.wraps(method)
+    def test(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+        except BaseException:
+            # The test failed already; its pending error, if any, must not
+            # fail the next one.
+            try:
+                torch.accelerator.synchronize()
+            except Exception:
+                pass
+            raise
+        torch.accelerator.synchronize()
+        return result
+
+    return test
+
+
 # LITERALINCLUDE START: UPSTREAM_TEST_BASE
 class AccinteTestBase(PrivateUse1TestBase):  # noqa: F821  (a global of common_device_type)
     """PrivateUse1TestBase plus accinte's expectations.
 
-    ``instantiate_test`` marks the listed tests as they are created (skip, or
-    unittest's expected failure, whose unexpected success fails the run);
+    ``instantiate_test`` makes each test end with a synchronization, and
+    marks the listed tests as they are created (skip, or unittest's expected
+    failure, whose unexpected success fails the run);
     ``_apply_precision_override_for_test`` raises the tolerances of the
     listed ones before each runs.
     """
@@ -42,10 +71,11 @@ class AccinteTestBase(PrivateUse1TestBase):  # noqa: F821  (a global of common_d
         # NB: one generic test becomes several (one per dtype and parameter);
         # each gets its own verdict from the list.
         for attr in sorted(set(cls.__dict__) - before):
+            method = _synchronized(getattr(cls, attr))
+            setattr(cls, attr, method)
             entry = expectations.find(_ENTRIES, f"{owner}.{attr}")
             if entry is None:
                 continue
-            method = getattr(cls, attr)
             if entry.kind == "skip":
                 method = unittest.skip(f"accinte: {entry.reason} (until {entry.until})")(method)
             else:
