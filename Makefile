@@ -40,7 +40,7 @@ SLOWEST := --durations=15
         test-emulator-sanitized test-sanitized fuzz docs docs-check docs-browser-test outputs \
         outputs-check test-final test-unsanitized flake-check conformance test-conformance \
         format-check install demo test clean bench final-stage bench-snapshot profile-snapshot \
-        sanitized-build check
+        sanitized-build check upstream-tests
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -203,10 +203,11 @@ test-stages: build ## Each chapter's tests against its own stage
 	done
 
 # Every chapter's tests, the real workloads (tests/workloads) and the
-# conformance kit's own tests (tests/conformance), against
+# conformance kit's and the upstream runner's own tests (tests/conformance,
+# tests/upstream), against
 # the final stage. NB: the install into a fresh venv builds with setup.py in
 # build/cmake, the installed torch's tree: it runs only without TORCH_VERSION.
-FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads tests/conformance
+FINAL_TESTS = $(call tests_up_to,$(FINAL_STAGE)) tests/workloads tests/conformance tests/upstream
 test-final: final-stage ## All tests and the workloads against the final stage, the install into a fresh venv included
 	ACCINTE_TEST_INSTALL=$(if $(TORCH_VERSION),0,1) PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
 	  $(PYTEST) $(SLOWEST) $(FINAL_TESTS)
@@ -221,7 +222,7 @@ INSTALL_TESTS := tests/ch06_autoload/test_install_states.py \
                  tests/ch06_autoload/test_autoload.py::test_the_installed_package_autoloads
 test-unsanitized: build ## The workloads, the kit's and the install tests against the final stage (the rest of test-final is test-sanitized's)
 	ACCINTE_TEST_INSTALL=1 PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python \
-	  $(PYTEST) $(SLOWEST) tests/workloads tests/conformance $(INSTALL_TESTS)
+	  $(PYTEST) $(SLOWEST) tests/workloads tests/conformance tests/upstream $(INSTALL_TESTS)
 
 # Each extra release in a virtual environment and trees of its own:
 # compat-build-X.Y.Z builds the final stage against torch X.Y.Z,
@@ -260,6 +261,23 @@ conformance: build ## The conformance kit against every stage (CONFORMANCE_STAGE
 
 test-conformance: build ## The conformance kit against stages TEST_CONFORMANCE_STAGES (what `make test` runs)
 	$(PYTHON) tools/run_conformance.py --build $(BUILD) --out $(CONFORMANCE_DIR) $(TEST_CONFORMANCE_STAGES)
+
+# PyTorch's own device-generic test files (UPSTREAM_FILES, under
+# PYTORCH_SRC/test) for the CPU and accinte, each file and device in a
+# process of its own, against the final stage with accinte's device test
+# base (torch_accinte.testing); fails on a failure its list does not name
+# or on an entry that no longer fails (docs/upstream_tests.md). NB: not part
+# of `make test`: PyTorch's sources are not ours to fetch or copy.
+PYTORCH_SRC ?=
+UPSTREAM_FILES ?=
+UPSTREAM_DIR := $(BUILD)/upstream-tests
+upstream-tests: ## PyTorch's device-generic tests on CPU and accinte (needs PYTORCH_SRC=<PyTorch tree at the installed tag>)
+	@if [ -z "$(PYTORCH_SRC)" ]; then \
+	  echo "make upstream-tests needs PYTORCH_SRC=<a PyTorch source tree at the tag of the installed torch>: its test/ holds the files to run ($(or $(UPSTREAM_FILES),the runner's default set))." >&2; \
+	  exit 2; fi
+	@$(MAKE) --no-print-directory final-stage
+	PYTHONPATH=$(BUILD)/stage$(FINAL_STAGE)/python $(PYTHON) -m torch_accinte.testing \
+	  --pytorch-src "$(PYTORCH_SRC)" --out $(UPSTREAM_DIR) $(if $(UPSTREAM_FILES),--files $(UPSTREAM_FILES))
 
 # What `make test` runs. Each step is a target, followed by the steps it
 # waits for (`STEP:AFTER,...`); tools/timed_steps.py runs them JOBS at a

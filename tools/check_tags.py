@@ -79,6 +79,7 @@ SOURCE_DIRS = (
     "common",
     "chapters",
     "conformance",
+    "testing",
     "examples",
     "tests",
     "benchmarks",
