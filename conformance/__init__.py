@@ -76,6 +76,8 @@ def _plan(found) -> list:
                 "chapter": check.chapter,
                 "missing": check.missing,
                 "deadlines": check.deadlines,
+                "requires": [need for need in check.requires
+                             if need != f"{name}.{check.name}"],
             })
     return plan
 
@@ -103,7 +105,7 @@ def _environment(ctx) -> dict:
         env["module"] = f"torch.{ctx.device} is not registered"
         return env
     try:
-        count = module.device_count()
+        count = torch.accelerator.device_count()
         env["device_count"] = count
         devices = []
         for index in range(count):
@@ -171,10 +173,11 @@ def _worker(args) -> int:
         if import_error:
             result.update(status="failed", error=import_error, detail="")
         else:
-            module = ctx.module
+            import torch
+
             device = None
             try:
-                device = module.current_device() if module is not None else None
+                device = torch.accelerator.current_device_index()
             except Exception:  # noqa: BLE001
                 device = None
             try:
@@ -192,7 +195,7 @@ def _worker(args) -> int:
                 # on another device.
                 if device is not None:
                     try:
-                        module.set_device(device)
+                        torch.accelerator.set_device_index(device)
                     except Exception:  # noqa: BLE001
                         pass
         result["seconds"] = round(time.monotonic() - began, 3)
@@ -357,22 +360,105 @@ def _chapter_number(chapter: str) -> Optional[int]:
     return int(chapter) if chapter.isdigit() else None
 
 
+#: The statuses of a check, in the order the summary counts them.
+STATUSES = ("passed", "failed", "blocked", "skipped")
+
+
+def _result(run: Run, check_id: str) -> dict:
+    return run.results.get(check_id, {"id": check_id, "status": "failed", "error": "not run"})
+
+
+# LITERALINCLUDE START: KIT_BLOCKED
+def resolve_blocked(run: Run) -> None:
+    """Marks as *blocked* every failed check that requires a check that did
+    not pass (failed, or blocked itself), in ``run.results``: its status
+    becomes ``"blocked"``, ``blocked_by`` names the required checks that did
+    not pass and ``roots`` the failed checks at the end of those chains, the
+    root causes. A required check outside the plan (``--sections``) is not
+    known and blocks nothing; a skipped one blocks nothing either (it says
+    why it cannot run here, not that its mechanism is missing). A check that
+    passes stays passed whatever its requirements did."""
+    entries = {entry["id"]: entry for entry in run.plan}
+    roots_of: dict = {}
+
+    def roots(check_id, seen=()):
+        # The failed checks at the root of ``check_id``'s failure: itself
+        # when none of its requirements failed, else theirs.
+        if check_id in roots_of:
+            return roots_of[check_id]
+        result = _result(run, check_id)
+        if result["status"] not in ("failed", "blocked"):
+            return ()
+        blockers = [need for need in entries[check_id].get("requires", ())
+                    if need in entries and need not in seen
+                    and _result(run, need)["status"] in ("failed", "blocked")]
+        if not blockers:
+            found = (check_id,)
+        else:
+            found = tuple(dict.fromkeys(
+                root for need in blockers for root in roots(need, seen + (check_id,))))
+            result = dict(result, status="blocked", blocked_by=blockers, roots=list(found))
+            run.results[check_id] = result
+        roots_of[check_id] = found
+        return found
+
+    for entry in run.plan:
+        roots(entry["id"])
+# LITERALINCLUDE END: KIT_BLOCKED
+
+
+def root_causes(run: Run) -> list:
+    """The failures grouped by root cause: one group per distinct failure
+    (the failed checks that raised the same error on the same missing
+    mechanism, such as every check after an import that failed), with the
+    checks each blocks, transitively. Groups in plan order."""
+    groups: dict = {}
+    for entry in run.plan:
+        result = _result(run, entry["id"])
+        if result["status"] == "failed":
+            key = (entry["missing"], result.get("error", ""))
+            group = groups.setdefault(key, {"missing": entry["missing"],
+                                            "error": result.get("error", ""),
+                                            "failed": [], "blocked": []})
+            group["failed"].append(entry["id"])
+    by_root = {check_id: group for group in groups.values() for check_id in group["failed"]}
+    for entry in run.plan:
+        result = _result(run, entry["id"])
+        if result["status"] == "blocked":
+            for group in dict.fromkeys(id(by_root[root]) for root in result["roots"]):
+                target = next(g for g in groups.values() if id(g) == group)
+                target["blocked"].append(entry["id"])
+    return list(groups.values())
+
+
+def counts(run: Run) -> dict:
+    """How many checks passed, failed, were blocked and were skipped."""
+    found = dict.fromkeys(STATUSES, 0)
+    for entry in run.plan:
+        found[_result(run, entry["id"])["status"]] += 1
+    return found
+
+
 def section_rows(run: Run) -> list:
     """One row per mechanism: its chapter, title, status, counts and first
-    failure."""
+    failure (or, when none of its checks failed, what first blocked one)."""
     rows = {}
     for entry in run.plan:
         row = rows.setdefault(entry["section"], {
             "section": entry["section"], "chapter": entry["section_chapter"],
-            "title": entry["title"], "passed": 0, "failed": 0, "skipped": 0,
-            "first_failure": None})
-        result = run.results.get(entry["id"], {"status": "failed", "error": "not run"})
+            "title": entry["title"], **dict.fromkeys(STATUSES, 0),
+            "first_failure": None, "first_blocker": None})
+        result = _result(run, entry["id"])
         row[result["status"]] += 1
         if result["status"] == "failed" and row["first_failure"] is None:
             row["first_failure"] = (f"{entry['check']}: {entry['missing']} "
                                     f"({result.get('error', '')})")
+        if result["status"] == "blocked" and row["first_blocker"] is None:
+            row["first_blocker"] = (f"{entry['check']}: blocked by "
+                                    + ", ".join(result["blocked_by"]))
     for row in rows.values():
         row["status"] = ("failed" if row["failed"] else
+                         "blocked" if row["blocked"] else
                          "passed" if row["passed"] else "skipped")
     return list(rows.values())
 
@@ -380,19 +466,21 @@ def section_rows(run: Run) -> list:
 def mismatches(run: Run, stage: int) -> list:
     """Where the run breaks the stage contract: a check of a chapter <= stage
     that does not pass (a skip is tolerated: it says why it cannot run
-    here), or a check of a later chapter that does not fail."""
+    here; blocked is not: what blocks it failed), or a check of a later
+    chapter that neither fails nor is blocked."""
     found = []
     for entry in run.plan:
         number = _chapter_number(entry["chapter"])
         if number is None:
             continue
-        result = run.results.get(entry["id"], {"status": "failed", "error": "not run"})
+        result = _result(run, entry["id"])
         status = result["status"]
-        if number <= stage and status == "failed":
+        if number <= stage and status in ("failed", "blocked"):
+            why = (f"blocked by {', '.join(result['blocked_by'])}" if status == "blocked"
+                   else f"failed: {entry['missing']} ({result.get('error', '')})")
             found.append(f"{entry['id']} (chapter {entry['chapter']}): expected to pass "
-                         f"on stage {stage:02d}, failed: {entry['missing']} "
-                         f"({result.get('error', '')})")
-        elif number > stage and status != "failed":
+                         f"on stage {stage:02d}, {why}")
+        elif number > stage and status not in ("failed", "blocked"):
             found.append(f"{entry['id']} (chapter {entry['chapter']}): expected to fail "
                          f"on stage {stage:02d}, {status}"
                          + (f" ({result.get('error')})" if result.get("error") else ""))
@@ -403,9 +491,29 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def summary_line(run: Run) -> str:
+    """``N passed, N failed, N blocked, N skipped``."""
+    found = counts(run)
+    return ", ".join(f"{found[status]} {status}" for status in STATUSES)
+
+
+def root_cause_lines(run: Run, markdown_code: bool = True) -> list:
+    """The failures grouped by root cause, as lines (Markdown list items)."""
+    quote = "`" if markdown_code else ""
+    lines = []
+    for group in root_causes(run):
+        failed = ", ".join(f"{quote}{check_id}{quote}" for check_id in group["failed"])
+        lines.append(f"- {failed}: {_escape(group['missing'])}  ")
+        lines.append(f"  {_escape(group['error'] or 'no message')}")
+        if group["blocked"]:
+            blocked = ", ".join(f"{quote}{check_id}{quote}" for check_id in group["blocked"])
+            lines.append(f"  - blocks {len(group['blocked'])}: {blocked}")
+    return lines
+
+
 def markdown(run: Run) -> str:
     """The report as Markdown: the environment, one row per mechanism, then
-    every failed check."""
+    the failures grouped by root cause, each with the checks it blocks."""
     env = run.environment
     lines = [f"# Conformance of the `{run.device}` device", ""]
     lines.append(f"- torch {env.get('torch', '?')}, Python {env.get('python', '?')}, "
@@ -417,34 +525,34 @@ def markdown(run: Run) -> str:
         details = ", ".join(f"{key} {value}" for key, value in device.items()
                             if key != "index")
         lines.append(f"  - `{run.device}:{device['index']}`: {details}")
+    lines.append(f"- checks: {summary_line(run)}")
     lines += ["", "| Chapter | Mechanism | Result | Checks passed | First failure |",
               "|---|---|---|---|---|"]
     for row in section_rows(run):
-        total = row["passed"] + row["failed"] + row["skipped"]
-        counts = f"{row['passed']}/{total}" + (f" ({row['skipped']} skipped)"
-                                               if row["skipped"] else "")
+        total = sum(row[status] for status in STATUSES)
+        extra = [f"{row[status]} {status}" for status in ("blocked", "skipped") if row[status]]
+        counts_text = f"{row['passed']}/{total}" + (f" ({', '.join(extra)})" if extra else "")
         lines.append(f"| {row['chapter']} | {_escape(row['title'])} | {row['status']} | "
-                     f"{counts} | {_escape(row['first_failure'] or '')} |")
-    failed = [entry for entry in run.plan
-              if run.results.get(entry["id"], {}).get("status", "failed") == "failed"]
-    if failed:
-        lines += ["", "## Failed checks", ""]
-        for entry in failed:
-            result = run.results.get(entry["id"], {})
-            lines.append(f"- `{entry['id']}` (chapter {entry['chapter']}): "
-                         f"{entry['missing']}  \n  {_escape(result.get('error', 'not run'))}")
+                     f"{counts_text} | "
+                     f"{_escape(row['first_failure'] or row['first_blocker'] or '')} |")
+    groups = root_cause_lines(run)
+    if groups:
+        lines += ["", "## Failures by root cause", "",
+                  "Each failure, then the checks it blocks (they need it, so they "
+                  "say nothing of their own mechanism until it passes).", ""]
+        lines += groups
     lines.append("")
     return "\n".join(lines)
 
 
 def as_json(run: Run) -> dict:
-    """The report as JSON: the environment, the rows, and every check."""
+    """The report as JSON: the environment, the counts, the rows, the root
+    causes and every check."""
     return {
         "device": run.device, "package": run.package, "environment": run.environment,
-        "seconds": run.seconds, "sections": section_rows(run),
-        "checks": [dict(entry, **run.results.get(entry["id"], {"status": "failed",
-                                                                "error": "not run"}))
-                   for entry in run.plan],
+        "seconds": run.seconds, "counts": counts(run), "sections": section_rows(run),
+        "root_causes": root_causes(run),
+        "checks": [dict(entry, **_result(run, entry["id"])) for entry in run.plan],
     }
 
 
@@ -479,21 +587,26 @@ def main(argv: Optional[list] = None) -> int:
         return _worker(args)
 
     def echo(result):
-        status = result["status"]
-        if args.verbose or status == "failed":
-            text = f"{status.upper():7} {result['id']}"
+        # NB: as each check ends, before the run knows what blocks what:
+        # a failure here may be reported blocked below.
+        if args.verbose:
+            text = f"{result['status'].upper():7} {result['id']}"
             if result.get("error"):
                 text += f": {result['error']}"
             print(text, flush=True)
 
     run = _run_workers(args, echo)
+    resolve_blocked(run)
     rows = section_rows(run)
     for row in rows:
         print(f"{row['chapter']:>4} {row['title']:<40} {row['status']}", flush=True)
-    counts = {status: sum(1 for r in run.results.values() if r["status"] == status)
-              for status in ("passed", "failed", "skipped")}
-    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped "
-          f"in {run.seconds} s (device {args.device}, torch "
+    groups = root_cause_lines(run, markdown_code=False)
+    if groups:
+        print("failures by root cause:")
+        for line in groups:
+            print(f"  {line.rstrip()}", flush=True)
+    found_counts = counts(run)
+    print(f"{summary_line(run)} in {run.seconds} s (device {args.device}, torch "
           f"{run.environment.get('torch', '?')})", flush=True)
     if args.report:
         base = args.report[:-3] if args.report.endswith(".md") else args.report
@@ -514,4 +627,4 @@ def main(argv: Optional[list] = None) -> int:
             return 1
         print(f"stage {args.expect_stage:02d}: the stage contract holds")
         return 0
-    return 1 if counts["failed"] else 0
+    return 1 if found_counts["failed"] or found_counts["blocked"] else 0

@@ -8,6 +8,16 @@ difference. Each check belongs to one chapter (its section's unless it
 says otherwise): the stage contract is that a check passes on stage NN
 exactly when its chapter is <= NN.
 
+A check may *require* other checks (``requires=``, on the section or the
+check): what it cannot work without, such as a device that tensors can be
+copied to. When a required check does not pass, the report shows the
+check as *blocked by* it instead of failed, so that one missing mechanism
+reads as one root cause, not as a failure of every mechanism built on it.
+Checks use PyTorch's device-generic APIs (``torch.accelerator``,
+``torch.Stream``, ``torch.Event``, ``torch.accelerator.memory``) wherever
+PyTorch has one; whether ``torch.NAME`` mirrors ``torch.cuda``'s names is
+the parity section's question alone (``sections/s00_parity.py``).
+
 Nothing here, and nothing in ``sections/``, may import ``torch_accinte``
 or know the name ``accinte``: the kit runs against any PrivateUse1 backend
 (``--device NAME --package PKG``).
@@ -73,6 +83,10 @@ class Check:
     #: more than 1 for a check whose work is long by nature, so that a
     #: loaded machine does not pass its deadline where nothing hangs.
     deadlines: int = 1
+    #: The checks (``"sNN_file.check"``) this one needs: when one of them
+    #: does not pass, a failure of this check is reported as *blocked by*
+    #: it, not as a failure of its own mechanism.
+    requires: tuple = ()
 
 
 @dataclasses.dataclass
@@ -84,21 +98,30 @@ class Section:
     title: str
     missing: str
     checks: list = dataclasses.field(default_factory=list)
+    #: The checks every check of this section needs (see
+    #: :attr:`Check.requires`); a check never requires itself.
+    requires: tuple = ()
 
     def check(self, function=None, *, chapter: Optional[str] = None,
-              missing: Optional[str] = None, deadlines: int = 1):
+              missing: Optional[str] = None, deadlines: int = 1,
+              requires: tuple = ()):
         """Registers ``function`` as a check of this section. ``chapter``:
         the chapter whose mechanism it needs, when not the section's (a
         real-use check, or a stream check in the memory section);
         ``missing``: its own failure line, when the section's says too
         little; ``deadlines``: how many of the kit's deadlines it may run
-        (see :attr:`Check.deadlines`)."""
+        (see :attr:`Check.deadlines`); ``requires``: the checks it needs
+        besides the section's (see :attr:`Check.requires`)."""
 
         def register(f):
+            # NB: the kit's plan drops a check from its own requirements
+            # (a section's requirement may be one of its own checks).
+            needs = tuple(dict.fromkeys((*self.requires, *requires)))
             self.checks.append(Check(
                 name=f.__name__, function=f,
                 chapter=chapter or self.chapter,
-                missing=missing or self.missing, deadlines=deadlines))
+                missing=missing or self.missing, deadlines=deadlines,
+                requires=needs))
             return f
 
         return register(function) if function is not None else register

@@ -49,7 +49,7 @@ def assert_same(actual: torch.Tensor, expected: torch.Tensor, what: str,
 
 def need_devices(ctx, count: int) -> None:
     """Skips unless the backend has ``count`` devices."""
-    have = ctx.module.device_count()
+    have = torch.accelerator.device_count()
     if have < count:
         raise Skip(f"needs {count} devices, the backend has {have}")
 
@@ -157,3 +157,24 @@ def last_line(text: str) -> str:
     """The last non-empty line of a child's stderr: its error."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
+
+
+# The checks others require (see ``_api.Check.requires``): what a check
+# cannot work without, named once here.
+#: PrivateUse1 carries the device's name and ``torch.device`` parses it.
+DEVICE = "s01_device.privateuse1_is_renamed"
+#: ``torch.NAME`` has chapter 01's names of ``torch.cuda``: a check that
+#: can see its mechanism only through one of them requires it.
+PARITY = "s00_parity.module_mirrors_torch_cuda"
+#: ``torch.NAME`` has ``torch.cuda``'s memory functions.
+PARITY_MEMORY = "s00_parity.module_mirrors_torch_cuda_memory"
+#: Tensors of every dtype go to the device and back.
+COPIES = "s01_allocator.round_trips_of_every_dtype"
+#: ``torch.accelerator`` names the device and synchronizes it.
+ACCELERATOR = "s01_hooks.accelerator_is_the_device"
+#: ``torch.Stream``, ``torch.Event`` and the current stream work.
+STREAMS = "s01_device.streams_and_events"
+#: ATen's operators run on the device (the CPU fallback or kernels).
+OPERATORS = "s02_fallback.pointwise_and_reductions"
+#: Pinned host memory (``pin_memory()``, ``is_pinned``).
+PINNED = "s07_memory.pinned_host_memory"

@@ -4,10 +4,10 @@ through the APIs that consult them."""
 import torch
 
 from .._api import Section
-from .._helpers import to_device
+from .._helpers import COPIES, DEVICE, PARITY, to_device
 
 SECTION = Section(
-    chapter="01", title="Hooks",
+    chapter="01", title="Hooks", requires=(DEVICE,),
     missing="the backend registers no PrivateUse1HooksInterface (is_available, "
             "lazy initialization, isPinnedPtr, hasPrimaryContext)")
 
@@ -22,10 +22,12 @@ def accelerator_is_the_device(ctx):
     assert torch.accelerator.current_stream().device.type == ctx.device
 
 
-@SECTION.check
+@SECTION.check(requires=(COPIES, PARITY))
 def lazy_initialization(ctx):
     """Using the device initializes it (``is_initialized`` becomes true), as
-    CUDA's lazy init does."""
+    CUDA's lazy init does. NB: PyTorch has no device-generic way to ask,
+    so the check reads the device module's ``is_initialized``: without it,
+    it is blocked by the parity check."""
     to_device(ctx, torch.zeros(2))
     assert ctx.module.is_initialized()
     ctx.module.init()
@@ -39,7 +41,7 @@ def is_pinned_of_plain_host_memory(ctx):
     assert torch.empty(0).is_pinned() is False
 
 
-@SECTION.check
+@SECTION.check(requires=(COPIES,))
 def device_tensor_reports_its_device(ctx):
     """A device tensor's ``device``, ``is_cpu`` and ``get_device`` agree with
     the device it was made on."""

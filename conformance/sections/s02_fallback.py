@@ -4,10 +4,10 @@ kernels of its own), with the CPU's results."""
 import torch
 
 from .._api import Section
-from .._helpers import assert_same, to_device
+from .._helpers import COPIES, DEVICE, OPERATORS, assert_same, to_device
 
 SECTION = Section(
-    chapter="02", title="CPU fallback",
+    chapter="02", title="CPU fallback", requires=(DEVICE, COPIES, OPERATORS),
     missing="ATen operators without a device kernel do not run: no fallback "
             "(register_fallback for PrivateUse1) and no kernel of their own")
 

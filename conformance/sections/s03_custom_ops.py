@@ -8,10 +8,10 @@ user of the backend would, with a kernel for the device."""
 import torch
 
 from .._api import Section
-from .._helpers import assert_same, backend_operators, overload, tensor_arguments
+from .._helpers import COPIES, DEVICE, assert_same, backend_operators, overload, tensor_arguments
 
 SECTION = Section(
-    chapter="03", title="Custom operators",
+    chapter="03", title="Custom operators", requires=(DEVICE, COPIES),
     missing="the backend defines no operator of its own namespace with a device "
             "kernel and a Meta (fake) kernel (TORCH_LIBRARY / torch.library)")
 

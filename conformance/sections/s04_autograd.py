@@ -5,10 +5,10 @@ derivatives with them; the backend's own operators (found as in section
 import torch
 
 from .._api import Section
-from .._helpers import assert_same, backend_operators, overload, tensor_arguments
+from .._helpers import COPIES, DEVICE, OPERATORS, assert_same, backend_operators, overload, tensor_arguments
 
 SECTION = Section(
-    chapter="04", title="Autograd",
+    chapter="04", title="Autograd", requires=(DEVICE, COPIES, OPERATORS),
     missing="the backend's own operators have no derivative on the device "
             "(no AutogradPrivateUse1 kernel, torch.autograd.Function or register_autograd)")
 

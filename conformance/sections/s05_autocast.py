@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from .._api import Section
-from .._helpers import assert_same
+from .._helpers import COPIES, DEVICE, OPERATORS, assert_same
 
 SECTION = Section(
-    chapter="05", title="Autocast",
+    chapter="05", title="Autocast", requires=(DEVICE, COPIES, OPERATORS),
     missing="autocast does nothing on the device: no AutocastPrivateUse1 kernels, "
             "or no get_amp_supported_dtype on the device module")
 
@@ -63,10 +63,10 @@ def _dtypes(ctx):
 @SECTION.check
 def autocast_is_available(ctx):
     """``torch.amp.is_autocast_available`` and the device module's
-    ``get_amp_supported_dtype``, ``is_bf16_supported``."""
+    ``get_amp_supported_dtype`` (which ``torch.autocast`` looks up by name:
+    no device-generic API replaces it)."""
     assert torch.amp.is_autocast_available(ctx.device)
     _dtypes(ctx)
-    assert isinstance(ctx.module.is_bf16_supported(), bool)
 
 
 @SECTION.check

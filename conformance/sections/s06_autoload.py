@@ -6,9 +6,10 @@ import json
 import subprocess
 
 from .._api import Section
+from .._helpers import COPIES, DEVICE
 
 SECTION = Section(
-    chapter="06", title="Autoload",
+    chapter="06", title="Autoload", requires=(DEVICE, COPIES),
     missing="`import torch` alone does not bring up the device: no `torch.backends` "
             "entry point (or its function does not register the device)")
 

@@ -14,15 +14,18 @@ import warnings
 import torch
 
 from .._api import Section
-from .._helpers import need_devices, preserved_rng
+from .._helpers import COPIES, DEVICE, OPERATORS, need_devices, preserved_rng
 
 SECTION = Section(
-    chapter="08", title="Random number generator",
+    chapter="08", title="Random number generator", requires=(DEVICE, COPIES, OPERATORS),
     missing="no device generator: random operators do not draw from a seedable per-device generator")
 
 
 @SECTION.check
 def manual_seed_reproduces(ctx):
+    # NB: the device module's manual_seed, which seeds the device's generator
+    # alone: torch.manual_seed would seed the CPU's too, and a backend whose
+    # random operators draw from the CPU's would pass.
     module = ctx.module
     with preserved_rng(ctx):
         module.manual_seed(1234)

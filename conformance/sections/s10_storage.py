@@ -18,10 +18,10 @@ import io
 import torch
 
 from .._api import Section
-from .._helpers import need_devices
+from .._helpers import COPIES, DEVICE, need_devices
 
 SECTION = Section(
-    chapter="10", title="Storage and serialization",
+    chapter="10", title="Storage and serialization", requires=(DEVICE, COPIES),
     missing="device tensors do not survive torch.save/torch.load")
 
 _CH01 = dict(chapter="01")

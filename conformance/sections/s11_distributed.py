@@ -16,10 +16,10 @@ import tempfile
 import textwrap
 
 from .._api import Section
-from .._helpers import import_line, last_line, run_children
+from .._helpers import COPIES, DEVICE, OPERATORS, import_line, last_line, run_children
 
 SECTION = Section(
-    chapter="11", title="Distributed: a c10d backend",
+    chapter="11", title="Distributed: a c10d backend", requires=(DEVICE, COPIES, OPERATORS),
     missing="no c10d backend registered for the device: init_process_group() and collectives "
             "of device tensors fail")
 

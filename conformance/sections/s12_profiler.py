@@ -16,9 +16,10 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from .._api import Section
+from .._helpers import ACCELERATOR, COPIES, DEVICE, OPERATORS
 
 SECTION = Section(
-    chapter="12", title="Profiler",
+    chapter="12", title="Profiler", requires=(DEVICE, COPIES, OPERATORS, ACCELERATOR),
     missing="no activity profiler for the device: torch.profiler records no device kernels or copies")
 
 _ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]

@@ -12,9 +12,10 @@ results and the gradients.
 import torch
 
 from .._api import Section
+from .._helpers import COPIES, DEVICE, OPERATORS
 
 SECTION = Section(
-    chapter="13", title="torch.compile",
+    chapter="13", title="torch.compile", requires=(DEVICE, COPIES, OPERATORS),
     missing="torch.compile's default backend (Inductor) cannot generate or run code for the device")
 
 

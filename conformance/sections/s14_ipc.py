@@ -17,10 +17,10 @@ import os
 import tempfile
 
 from .._api import Section
-from .._helpers import import_line, last_line, run_children
+from .._helpers import ACCELERATOR, COPIES, DEVICE, import_line, last_line, run_children
 
 SECTION = Section(
-    chapter="14", title="IPC",
+    chapter="14", title="IPC", requires=(DEVICE, COPIES, ACCELERATOR),
     missing="device tensors cannot be shared between processes (no torch.multiprocessing "
             "reductions for the device)")
 

@@ -22,9 +22,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._api import Section, Skip
+from .._helpers import COPIES, DEVICE, OPERATORS, PINNED
 
 SECTION = Section(
-    chapter="real", title="Real use",
+    chapter="real", title="Real use", requires=(DEVICE, COPIES, OPERATORS),
     missing="a training script's building block does not behave on the device as on the CPU")
 
 
@@ -103,7 +104,7 @@ def recurrent_layers(ctx):
 
 
 @SECTION.check(chapter="07", missing="DataLoader(pin_memory=True) does not pin batches for the device "
-                                     "(no pinned host allocator)")
+                                     "(no pinned host allocator)", requires=(PINNED,))
 def dataloader_pins_batches(ctx):
     data = torch.utils.data.TensorDataset(torch.arange(24.0).reshape(12, 2), torch.arange(12))
     loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True)
