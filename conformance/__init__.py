@@ -421,13 +421,12 @@ def root_causes(run: Run) -> list:
                                             "error": result.get("error", ""),
                                             "failed": [], "blocked": []})
             group["failed"].append(entry["id"])
-    by_root = {check_id: group for group in groups.values() for check_id in group["failed"]}
+    key_of = {check_id: key for key, group in groups.items() for check_id in group["failed"]}
     for entry in run.plan:
         result = _result(run, entry["id"])
         if result["status"] == "blocked":
-            for group in dict.fromkeys(id(by_root[root]) for root in result["roots"]):
-                target = next(g for g in groups.values() if id(g) == group)
-                target["blocked"].append(entry["id"])
+            for key in dict.fromkeys(key_of[root] for root in result["roots"]):
+                groups[key]["blocked"].append(entry["id"])
     return list(groups.values())
 
 

@@ -63,7 +63,9 @@ ENV_VAR = "ACCINTE_UPSTREAM_EXPECTATIONS"
 
 def default_path():
     """The list in use: $ACCINTE_UPSTREAM_EXPECTATIONS, else the shipped one."""
-    return pathlib.Path(os.environ.get(ENV_VAR) or pathlib.Path(__file__).with_name("expected_failures.json"))
+    from torch_accinte.testing import EXPECTATIONS
+
+    return pathlib.Path(os.environ.get(ENV_VAR) or EXPECTATIONS)
 
 
 def load(path=None):

@@ -137,28 +137,31 @@ def summarize(file, cpu, dev, entries, device):
     return summary
 
 
+def _total(summaries):
+    """The sum of ``summaries``, as one more row of the table."""
+    total = FileSummary("total")
+    for s in summaries:
+        total.cpu_passed += s.cpu_passed
+        total.cpu_only += s.cpu_only
+        total.device_passed += s.device_passed
+        total.listed += s.listed
+        total.unlisted += s.unlisted
+        total.stale += s.stale
+        for device, seconds in s.seconds.items():
+            total.seconds[device] = total.seconds.get(device, 0) + seconds
+    return total
+
+
 def format_table(summaries, device):
     """The per-file table ``make upstream-tests`` prints."""
     head = ("file", "CPU passed", "CPU only", f"{device} passed", "%", "listed", "unlisted",
             "stale", "CPU s", f"{device} s")
     rows = [head]
-    for s in summaries:
+    for s in summaries + ([_total(summaries)] if len(summaries) > 1 else []):
         rows.append((s.file + (" (crashed)" if s.crashed else ""), str(s.cpu_passed),
                      str(s.cpu_only), str(s.device_passed), f"{s.percent:.1f}", str(s.listed),
                      str(len(s.unlisted)), str(len(s.stale)),
                      f"{s.seconds.get('cpu', 0):.0f}", f"{s.seconds.get(device, 0):.0f}"))
-    if len(summaries) > 1:
-        total_cpu = sum(s.cpu_passed for s in summaries)
-        total_only = sum(s.cpu_only for s in summaries)
-        total_dev = sum(s.device_passed for s in summaries)
-        comparable = total_cpu - total_only
-        rows.append(("total", str(total_cpu), str(total_only), str(total_dev),
-                     f"{100.0 * total_dev / comparable if comparable else 100.0:.1f}",
-                     str(sum(s.listed for s in summaries)),
-                     str(sum(len(s.unlisted) for s in summaries)),
-                     str(sum(len(s.stale) for s in summaries)),
-                     f"{sum(s.seconds.get('cpu', 0) for s in summaries):.0f}",
-                     f"{sum(s.seconds.get(device, 0) for s in summaries):.0f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = []
     for n, row in enumerate(rows):
