@@ -142,8 +142,8 @@ def test_group_bound_to_a_device(tmp_path):
 @pytest.mark.parametrize("case, cause", [("rank_fails", "peer"),
                                          ("rank_stalls", "Timed out")])
 def test_a_lost_rank_is_an_error_not_a_hang(case, cause, tmp_path):
-    (code0, out0, err0), (code1, _, _) = run_ranks(case, tmp_path)
-    assert code1 in (0, 3), f"rank 1 exited {code1}"
+    (code0, out0, err0), (code1, _, err1) = run_ranks(case, tmp_path)
+    assert code1 in (0, 3), f"rank 1 exited {code1}:\n{err1[-2000:]}"
     assert code0 == 4, f"rank 0 exited {code0}:\n{out0}\n{err0}"
     line = next(line for line in out0.splitlines() if line.startswith("FAILED AS EXPECTED"))
     assert "waited for an event of a stream whose earlier work failed" in line

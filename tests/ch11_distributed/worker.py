@@ -560,12 +560,17 @@ def rank_stalls(rank, world, device):
     # ends when the group's timeout expires.
     if rank == 1:
         # NB: rank 1 leaves once rank 0 has reported its failure, or after
-        # twice the group's timeout if it never does: it must outlive rank
-        # 0's collective, not sleep out a fixed time after it.
+        # the worker's own timeout if it never does: it must outlive rank
+        # 0's collective, not sleep out a fixed time after it. On a loaded
+        # machine rank 0 can take more than twice the group's timeout to
+        # fail, and leaving then would change its error from a timeout to
+        # a lost peer.
         store = dist.distributed_c10d._get_default_store()
         try:
-            store.wait(["rank 0 has failed"], 2 * STALL_TIMEOUT)
-        except dist.DistStoreError:
+            store.wait(["rank 0 has failed"], TIMEOUT)
+        # NB: a file store's wait times out with a plain RuntimeError
+        # ("Wait timeout"), a TCP store's with DistStoreError, a subclass.
+        except RuntimeError:
             pass  # rank 0 is gone without saying: it has failed all the same
         os._exit(0)
     rank_fails(rank, world, device)
