@@ -237,6 +237,40 @@ int main() {
     pin(worker, allowed);
     pin(0, allowed);
   }
+  // NB: what a graph is for: ten kernels launched one by one cost ten
+  // enqueues and ten wake-ups of the worker, the same ten captured cost one
+  // launch (see "Stream capture and graphs" in the emulator's page).
+  constexpr int kChain = 10;
+  check(accinteStreamBeginCapture(stream, accinteStreamCaptureModeGlobal),
+        "accinteStreamBeginCapture");
+  for (int i = 0; i < kChain; ++i) {
+    launchOnTwo();
+  }
+  accinteGraph_t graph = nullptr;
+  check(accinteStreamEndCapture(stream, &graph), "accinteStreamEndCapture");
+  accinteGraphExec_t exec = nullptr;
+  check(accinteGraphInstantiate(&exec, graph), "accinteGraphInstantiate");
+  const auto launchChain = [&] {
+    for (int i = 0; i < kChain; ++i) {
+      launchOnTwo();
+    }
+  };
+  const auto launchGraph = [&] {
+    check(accinteGraphLaunch(exec, stream), "accinteGraphLaunch");
+  };
+  report(
+      "emulator: 10 kernels on 2 allocations, launched one by one, and "
+      "synchronize",
+      secondsPerOperation([&] { launchChain(), synchronize(); }, nothing));
+  report("emulator: the same 10 kernels as a graph, launched, and synchronize",
+         secondsPerOperation([&] { launchGraph(), synchronize(); }, nothing));
+  report("emulator: 10 kernels on 2 allocations, queued back to back",
+         secondsPerOperation(launchChain, synchronize));
+  report("emulator: the same 10 kernels as a graph, queued back to back",
+         secondsPerOperation(launchGraph, synchronize));
+  check(accinteGraphExecDestroy(exec), "accinteGraphExecDestroy");
+  check(accinteGraphDestroy(graph), "accinteGraphDestroy");
+
   char byte = 0;
   report("emulator: blocking copy of 1 byte, device to host",
          secondsPerOperation(

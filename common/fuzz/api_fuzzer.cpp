@@ -32,7 +32,15 @@
  *   process never opens in it;
  * - the telemetry of a device is refused out of range, its utilization rates
  *   stay within 0 to 100 % and its modelled clock, temperature and power
- *   within their documented bounds.
+ *   within their documented bounds;
+ * - a stream capture (any mode) of memsets, kernels and copies runs nothing
+ *   until its graph is launched, and each launch changes the buffers as the
+ *   captured calls would have, in their order; a call that conflicts with
+ *   the capture (a synchronize or query of the capturing stream, a copy
+ *   with pageable memory, an allocation the mode forbids) is refused and
+ *   invalidates it, after which the capture ends with no graph and nothing
+ *   it recorded ever runs; a default stream cannot capture, and a graph
+ *   does not launch on another device.
  *
  * AddressSanitizer and UndefinedBehaviorSanitizer watch the emulator itself
  * (a stale handle or pointer must be refused, not dereferenced). A broken
@@ -51,6 +59,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -138,7 +147,7 @@ class Program {
 
  private:
   void step() {
-    switch (input_.ConsumeIntegralInRange<int>(0, 19)) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 20)) {
       case 0:
         setDevice();
         break;
@@ -198,6 +207,9 @@ class Program {
         break;
       case 19:
         ipcCall();
+        break;
+      case 20:
+        graphCall();
         break;
     }
   }
@@ -699,6 +711,232 @@ class Program {
     expectStatus(accinteIpcOpenMemHandle(&opened, handle, 0),
                  accinteErrorInvalidIpcHandle,
                  "accinteIpcOpenMemHandle(own handle)");
+  }
+
+  /** Device buffers of `device`. */
+  std::vector<Buffer*> deviceBuffersOf(int device) {
+    std::vector<Buffer*> found;
+    for (auto& buffer : buffers_) {
+      if (buffer.kind == MemoryKind::Device && buffer.device == device) {
+        found.push_back(&buffer);
+      }
+    }
+    return found;
+  }
+
+  /** A capture of up to four calls on a stream of the program's, then zero
+   * to three launches of its graph; the model changes at each launch, as
+   * the captured calls would change it, in their order. */
+  void graphCall() {
+    StreamSlot* slot = pick(streams_);
+    if (slot == nullptr) {
+      expectStatus(accinteStreamBeginCapture(defaultStreams_[currentDevice_],
+                                             accinteStreamCaptureModeGlobal),
+                   accinteErrorStreamCaptureUnsupported,
+                   "accinteStreamBeginCapture(default stream)");
+      return;
+    }
+    const accinteStream_t stream = slot->handle;
+    const int device = slot->device;
+    const auto mode = static_cast<accinteStreamCaptureMode>(
+        input_.ConsumeIntegralInRange(0, 2));
+    expectSuccess(accinteStreamBeginCapture(stream, mode),
+                  "accinteStreamBeginCapture");
+    // What each captured call does to the model, and the buffers it touches.
+    std::vector<std::function<void()>> effects;
+    std::vector<Buffer*> touched;
+    bool invalidated = false;
+    bool fails = false;
+    // NB: once invalidated, work on the capturing stream is refused.
+    const auto captured = [&](accinteError_t status, const char* call) {
+      expectStatus(
+          status,
+          invalidated ? accinteErrorStreamCaptureInvalidated : accinteSuccess,
+          call);
+      return !invalidated;
+    };
+    const int calls = input_.ConsumeIntegralInRange(0, 4);
+    for (int i = 0; i < calls; ++i) {
+      switch (input_.ConsumeIntegralInRange(0, 3)) {
+        case 0: {
+          // NB: a memset may set memory of any device, as outside captures.
+          std::vector<Buffer*> candidates = deviceBuffersOf(
+              input_.ConsumeIntegralInRange(0, kDeviceCount - 1));
+          Buffer** chosen = pick(candidates);
+          if (chosen == nullptr) {
+            break;
+          }
+          Buffer* buffer = *chosen;
+          const size_t offset = input_.ConsumeIntegralInRange<size_t>(
+              0, buffer->expected.size() - 1);
+          const size_t count = buffer->expected.size() - offset;
+          const auto value = input_.ConsumeIntegral<uint8_t>();
+          if (captured(accinteMemsetAsync(buffer->ptr + offset, value, count,
+                                          stream),
+                       "accinteMemsetAsync(captured)")) {
+            effects.push_back([buffer, offset, count, value] {
+              std::memset(buffer->expected.data() + offset, value, count);
+            });
+            touched.push_back(buffer);
+          }
+          break;
+        }
+        case 1: {
+          std::vector<Buffer*> candidates = deviceBuffersOf(device);
+          Buffer** src = pick(candidates);
+          Buffer** dst = pick(candidates);
+          if (src == nullptr || dst == nullptr) {
+            break;
+          }
+          Buffer* in = *src;
+          Buffer* out = *dst;
+          const size_t count =
+              std::min(in->expected.size(), out->expected.size());
+          const auto key = input_.ConsumeIntegral<uint8_t>();
+          const bool failing = input_.ConsumeIntegralInRange(0, 7) == 0;
+          const void* buffers[] = {in->ptr, out->ptr};
+          uint8_t* from = in->ptr;
+          uint8_t* to = out->ptr;
+          if (!captured(accinte::launchKernel(
+                            stream, buffers, 2,
+                            [from, to, count, key, failing]() {
+                              if (failing) {
+                                throw std::runtime_error(
+                                    "fuzzer captured kernel failure");
+                              }
+                              std::vector<uint8_t> values(from, from + count);
+                              for (size_t j = 0; j < count; ++j) {
+                                to[j] = static_cast<uint8_t>(values[j] ^ key);
+                              }
+                            }),
+                        "accinteLaunchKernel(captured)")) {
+            break;
+          }
+          touched.push_back(in);
+          touched.push_back(out);
+          if (failing) {
+            fails = true;
+            break;
+          }
+          effects.push_back([in, out, count, key] {
+            std::vector<uint8_t> values(in->expected.begin(),
+                                        in->expected.begin() + count);
+            for (size_t j = 0; j < count; ++j) {
+              out->expected[j] = static_cast<uint8_t>(values[j] ^ key);
+            }
+          });
+          break;
+        }
+        case 2: {
+          Buffer* src = pick(buffers_);
+          Buffer* dst = pick(buffers_);
+          if (src == nullptr || dst == nullptr) {
+            break;
+          }
+          const size_t count =
+              std::min(src->expected.size(), dst->expected.size());
+          const accinteError_t status = accinteMemcpyAsync(
+              dst->ptr, src->ptr, count, kindFor(*dst, *src), stream);
+          if (src->kind == MemoryKind::Pageable ||
+              dst->kind == MemoryKind::Pageable) {
+            expectStatus(status, accinteErrorStreamCaptureUnsupported,
+                         "accinteMemcpyAsync(captured, pageable)");
+            invalidated = true;
+            break;
+          }
+          if (captured(status, "accinteMemcpyAsync(captured)")) {
+            effects.push_back([src, dst, count] {
+              std::memmove(dst->expected.data(), src->expected.data(), count);
+            });
+            touched.push_back(src);
+            touched.push_back(dst);
+          }
+          break;
+        }
+        case 3:
+          conflictWithCapture(stream, mode, &invalidated);
+          break;
+      }
+    }
+    // LITERALINCLUDE START: FUZZ_GRAPH
+    accinteGraph_t graph = nullptr;
+    const accinteError_t ended = accinteStreamEndCapture(stream, &graph);
+    if (invalidated) {
+      expectStatus(ended, accinteErrorStreamCaptureInvalidated,
+                   "accinteStreamEndCapture(invalidated)");
+      if (graph != nullptr) {
+        fail("an invalidated capture gave a graph");
+      }
+      return;
+    }
+    expectSuccess(ended, "accinteStreamEndCapture");
+    accinteGraphExec_t exec = nullptr;
+    expectSuccess(accinteGraphInstantiate(&exec, graph),
+                  "accinteGraphInstantiate");
+    expectSuccess(accinteGraphDestroy(graph), "accinteGraphDestroy");
+    const int launches = input_.ConsumeIntegralInRange(0, 3);
+    for (int i = 0; i < launches; ++i) {
+      if (input_.ConsumeBool()) {
+        const int other = (device + 1) % kDeviceCount;
+        expectStatus(accinteGraphLaunch(exec, defaultStreams_[other]),
+                     accinteErrorInvalidValue,
+                     "accinteGraphLaunch(another device)");
+        continue;
+      }
+      for (Buffer* buffer : touched) {
+        orderAfterLastAccess(*buffer, stream);
+      }
+      expectSuccess(accinteGraphLaunch(exec, stream), "accinteGraphLaunch");
+      for (const auto& effect : effects) {
+        effect();
+      }
+      for (Buffer* buffer : touched) {
+        buffer->lastStream = stream;
+      }
+      // NB: a launch reports one failure, however many of its kernels fail.
+      failingKernels_ += fails ? 1 : 0;
+    }
+    // LITERALINCLUDE END: FUZZ_GRAPH
+    expectSuccess(accinteGraphExecDestroy(exec), "accinteGraphExecDestroy");
+  }
+
+  /** A call that conflicts with the capture on `stream`, begun in `mode`:
+   * refused, and then the capture is invalidated; or an allocation that a
+   * relaxed capture allows. */
+  void conflictWithCapture(accinteStream_t stream,
+                           accinteStreamCaptureMode mode, bool* invalidated) {
+    switch (input_.ConsumeIntegralInRange(0, 2)) {
+      case 0:
+        expectStatus(accinteStreamSynchronize(stream),
+                     accinteErrorStreamCaptureUnsupported,
+                     "accinteStreamSynchronize(capturing)");
+        *invalidated = true;
+        break;
+      case 1:
+        expectStatus(accinteStreamQuery(stream),
+                     accinteErrorStreamCaptureUnsupported,
+                     "accinteStreamQuery(capturing)");
+        *invalidated = true;
+        break;
+      case 2: {
+        void* ptr = nullptr;
+        const accinteError_t status = accinteMalloc(&ptr, 1);
+        if (mode != accinteStreamCaptureModeRelaxed) {
+          expectStatus(status, accinteErrorStreamCaptureUnsupported,
+                       "accinteMalloc(during a capture)");
+          *invalidated = true;
+          break;
+        }
+        expectStatus(status,
+                     freeMemory_[currentDevice_] >= 1
+                         ? accinteSuccess
+                         : accinteErrorMemoryAllocation,
+                     "accinteMalloc(during a relaxed capture)");
+        expectSuccess(accinteFree(ptr),
+                      "accinteFree(during a relaxed capture)");
+        break;
+      }
+    }
   }
 
   void destroyEvent() {

@@ -1,4 +1,5 @@
 #include "event.h"
+#include "graph.h"
 #include "lifecycle.h"
 #include "memory.h"
 #include "stream.h"
@@ -31,6 +32,9 @@ struct CopyPlan {
   int srcDevice = -1;
   /** The device allocations the copy must open. */
   std::vector<AllocationRef> refs;
+  /** True if either side is host memory that is not pinned: the copy reads
+   * or writes it when it runs, so it cannot be captured. */
+  bool pageable = false;
 };
 
 /** Reads a C enum argument as the int a C caller may have passed.
@@ -147,6 +151,7 @@ accinteError_t planCopy(void* dst, const void* src, size_t count,
   plan->dst = dst;
   plan->src = src;
   plan->count = count;
+  plan->pageable = (!dstIsDevice && !dstInfo) || (!srcIsDevice && !srcInfo);
   if (dstIsDevice) {
     // LITERALINCLUDE EMPHASIZE NEXT
     ACCINTE_RETURN_IF_ERROR(checkRange(dst, count, *dstInfo));
@@ -183,6 +188,11 @@ void orderAfter(Stream& waiter, Stream& waited) {
   enqueueWait(waiter, std::move(marker));
 }
 
+/** The activity names of copies, by ::accinteActivityMemcpyKind. */
+constexpr const char* kMemcpyNames[] = {"Memcpy",      "Memcpy HtoD",
+                                        "Memcpy DtoH", "Memcpy DtoD",
+                                        "Memcpy PtoP", "Memcpy HtoH"};
+
 /** The direction of a planned copy, for its activity record. */
 accinteActivityMemcpyKind activityKind(const CopyPlan& plan) {
   if (plan.srcDevice == -1) {
@@ -204,11 +214,8 @@ std::unique_ptr<PendingActivity> copyActivity(const TracedCall& call,
   if (!call.on()) {
     return nullptr;
   }
-  static constexpr const char* kNames[] = {"Memcpy",      "Memcpy HtoD",
-                                           "Memcpy DtoH", "Memcpy DtoD",
-                                           "Memcpy PtoP", "Memcpy HtoH"};
   const accinteActivityMemcpyKind kind = activityKind(plan);
-  return call.work(accinteActivityKindMemcpy, kind, kNames[kind],
+  return call.work(accinteActivityKindMemcpy, kind, kMemcpyNames[kind],
                    stream.handle(), stream.device(), plan.srcDevice,
                    plan.dstDevice, plan.count);
 }
@@ -239,6 +246,7 @@ accinteError_t accinteMemcpy(void* dst, const void* src, size_t count,
   if (count == 0) {
     return isMemcpyKind(kind) ? accinteSuccess : accinteErrorInvalidValue;
   }
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
   // The default stream that orders the copy: the destination's device, else
@@ -286,14 +294,31 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
   }
   CopyPlan plan;
   ACCINTE_RETURN_IF_ERROR(planCopy(dst, src, count, kind, &plan));
+  if (plan.pageable) {
+    // NB: a launch would read or write the host memory long after this call
+    // returned, which only pinned memory is promised to allow.
+    ACCINTE_RETURN_IF_ERROR(checkNotCapturing(*resolved));
+  }
   auto activity = copyActivity(call, plan, *resolved);
   const BusyMark busy = copyBusy(plan);
+  const auto describe = [kind = activityKind(plan), srcDevice = plan.srcDevice,
+                         dstDevice = plan.dstDevice, bytes = plan.count, dst,
+                         src] {
+    NodeInfo info;
+    info.kind = accinteActivityKindMemcpy;
+    info.memcpyKind = kind;
+    info.name = kMemcpyNames[kind];
+    info.srcDevice = srcDevice;
+    info.dstDevice = dstDevice;
+    info.bytes = bytes;
+    info.allocations = deviceAllocations({dst, src});
+    return info;
+  };
   auto operation =
       makeOperation([plan = std::move(plan)] { return runCopy(plan); });
   operation->setBusy(busy);
   operation->setActivity(std::move(activity));
-  resolved->enqueue(std::move(operation));
-  return accinteSuccess;
+  return submit(*resolved, std::move(operation), describe);
 }
 
 accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
@@ -329,6 +354,13 @@ accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
         accinteActivityKindMemset, accinteActivityMemcpyNone, "Memset",
         resolved->handle(), resolved->device(), -1, info->device, count));
   }
-  resolved->enqueue(std::move(operation));
-  return accinteSuccess;
+  return submit(*resolved, std::move(operation), [&] {
+    NodeInfo node;
+    node.kind = accinteActivityKindMemset;
+    node.name = "Memset";
+    node.dstDevice = info->device;
+    node.bytes = count;
+    node.allocations = {info->ref};
+    return node;
+  });
 }

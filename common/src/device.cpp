@@ -1,4 +1,5 @@
 #include "config.h"
+#include "graph.h"
 #include "lifecycle.h"
 #include "stream.h"
 #include "trace.h"
@@ -75,9 +76,20 @@ accinteError_t accinteDeviceSynchronize(void) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteDeviceSynchronize");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
+  const auto streams = StreamRegistry::instance().streamsOf(currentDevice());
+  // NB: a capturing stream's work has not run, and will not before the
+  // capture ends: a synchronize would wait for it forever.
+  accinteError_t captured = accinteSuccess;
+  for (const auto& stream : streams) {
+    if (checkNotCapturing(*stream) != accinteSuccess) {
+      captured = accinteErrorStreamCaptureUnsupported;
+    }
+  }
+  ACCINTE_RETURN_IF_ERROR(captured);
   accinteError_t firstFailure = accinteSuccess;
   std::string firstMessage;
-  for (auto& stream : StreamRegistry::instance().streamsOf(currentDevice())) {
+  for (auto& stream : streams) {
     const accinteError_t status = stream->synchronize();
     if (firstFailure == accinteSuccess && status != accinteSuccess) {
       firstFailure = status;

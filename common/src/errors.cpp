@@ -10,7 +10,7 @@ struct ErrorText {
   const char* description;
 };
 
-static_assert(accinteErrorOperatingSystem == 19,
+static_assert(accinteErrorStreamCaptureWrongThread == 26,
               "a new error code needs its name and description below");
 
 ErrorText errorText(accinteError_t error) {
@@ -81,6 +81,29 @@ ErrorText errorText(accinteError_t error) {
       return {"accinteErrorOperatingSystem",
               "a system call failed for want of a resource of the process, "
               "such as open files (its limit: ulimit -n)"};
+    case accinteErrorStreamCaptureUnsupported:
+      return {"accinteErrorStreamCaptureUnsupported",
+              "operation not permitted when stream is capturing"};
+    case accinteErrorStreamCaptureInvalidated:
+      return {"accinteErrorStreamCaptureInvalidated",
+              "operation failed due to a previous error during capture"};
+    case accinteErrorStreamCaptureMerge:
+      return {"accinteErrorStreamCaptureMerge",
+              "operation would result in a merge of separate capture "
+              "sequences"};
+    case accinteErrorStreamCaptureUnmatched:
+      return {"accinteErrorStreamCaptureUnmatched",
+              "capture was not ended in the same stream as it began"};
+    case accinteErrorStreamCaptureUnjoined:
+      return {"accinteErrorStreamCaptureUnjoined",
+              "capturing stream has unjoined work"};
+    case accinteErrorStreamCaptureIsolation:
+      return {"accinteErrorStreamCaptureIsolation",
+              "dependency created on uncaptured work in another stream"};
+    case accinteErrorStreamCaptureWrongThread:
+      return {"accinteErrorStreamCaptureWrongThread",
+              "attempt to terminate a thread-local capture sequence from "
+              "another thread"};
   }
   return {"accinteErrorUnknown", "unknown error code"};
 }

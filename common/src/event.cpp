@@ -1,5 +1,6 @@
 #include "event.h"
 
+#include "graph.h"
 #include "ipc.h"
 #include "lifecycle.h"
 #include "spin.h"
@@ -467,9 +468,16 @@ accinteError_t Event::startRecord(std::shared_ptr<const CpuSlot> recorderCpu,
   if (!shared_ || started > latestGeneration_) {
     latestRecord_ = completion;
     latestGeneration_ = started;
+    capturedRecord_ = nullptr;
   }
   *record = std::move(completion);
   return accinteSuccess;
+}
+
+void Event::recordInCapture(std::shared_ptr<const CapturedRecord> record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturedRecord_ = std::move(record);
+  latestRecord_ = nullptr;
 }
 
 RecordTarget Event::latestTarget() {
@@ -477,6 +485,7 @@ RecordTarget Event::latestTarget() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!shared_) {
     target.local = latestRecord_;
+    target.captured = capturedRecord_;
     return target;
   }
   const uint64_t generation = shared_->latest();
@@ -551,6 +560,56 @@ accinteError_t EventRegistry::destroy(accinteEvent_t handle) {
   return accinteSuccess;
 }
 
+namespace {
+
+/** For a query or synchronize of an event: a record made in a capture never
+ * completes (the capture only marks a point of it), so waiting for it is
+ * refused, and while the capture lasts, invalidates it. */
+accinteError_t refuseCapturedRecord(const RecordTarget& target) {
+  if (!target.captured) {
+    return accinteSuccess;
+  }
+  target.captured->capture->invalidate();
+  return accinteErrorStreamCaptureUnsupported;
+}
+
+// LITERALINCLUDE START: EMULATOR_WAIT_IN_CAPTURE
+/** accinteStreamWaitEvent() where the record was made in a capture, or the
+ * waiting stream captures (`capture`, else null): the wait becomes a
+ * dependency of the stream's later nodes, and a stream outside the
+ * record's capture joins it (a fork). */
+accinteError_t waitInCapture(const std::shared_ptr<Stream>& stream,
+                             const std::shared_ptr<Capture>& capture,
+                             const RecordTarget& target) {
+  if (!target.captured) {
+    if (!target.local && !target.shared) {
+      return accinteSuccess; // Never recorded: no wait, as outside captures.
+    }
+    // A wait for work that is not part of the capture cannot be replayed.
+    capture->invalidate();
+    return accinteErrorStreamCaptureIsolation;
+  }
+  const std::shared_ptr<Capture>& recorded = target.captured->capture;
+  if (capture && capture != recorded) {
+    capture->invalidate();
+    return accinteErrorStreamCaptureMerge;
+  }
+  if (recorded->ended()) {
+    return accinteErrorStreamCaptureIsolation;
+  }
+  if (stream->isDefault()) {
+    // A default stream cannot capture (accinteStreamBeginCapture()), so it
+    // cannot be forked into a capture either.
+    recorded->invalidate();
+    return accinteErrorStreamCaptureUnsupported;
+  }
+  // LITERALINCLUDE EMPHASIZE NEXT
+  return recorded->join(stream, target.captured->dependencies);
+}
+// LITERALINCLUDE END: EMULATOR_WAIT_IN_CAPTURE
+
+} // namespace
+
 } // namespace accinte::emulator
 
 using namespace accinte::emulator;
@@ -592,6 +651,22 @@ accinteError_t accinteEventRecord(accinteEvent_t event,
   std::shared_ptr<Stream> resolvedStream;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolvedStream));
+  if (const auto capture = resolvedStream->capture()) {
+    // LITERALINCLUDE START: EMULATOR_CAPTURED_RECORD
+    // NB: nothing runs: the record marks where the stream's capture is, for
+    // a stream that waits for it to depend on (and join the capture).
+    if (resolvedEvent->shared()) {
+      capture->invalidate();
+      return accinteErrorStreamCaptureUnsupported;
+    }
+    auto record = std::make_shared<CapturedRecord>();
+    record->capture = capture;
+    ACCINTE_RETURN_IF_ERROR(
+        capture->frontier(*resolvedStream, &record->dependencies));
+    resolvedEvent->recordInCapture(std::move(record));
+    return accinteSuccess;
+    // LITERALINCLUDE END: EMULATOR_CAPTURED_RECORD
+  }
   // Each record is a fresh completion (and, for an interprocess event, a
   // generation of its own): waiters that captured an older record keep
   // waiting for that one only.
@@ -615,6 +690,7 @@ accinteError_t accinteEventQuery(accinteEvent_t event) {
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
   const RecordTarget target = resolved->latestTarget();
+  ACCINTE_RETURN_IF_ERROR(refuseCapturedRecord(target));
   if (target.shared) {
     return target.shared->query(target.generation);
   }
@@ -637,6 +713,7 @@ accinteError_t accinteEventSynchronize(accinteEvent_t event) {
   std::shared_ptr<Event> resolved;
   ACCINTE_RETURN_IF_ERROR(EventRegistry::instance().resolve(event, &resolved));
   const RecordTarget target = resolved->latestTarget();
+  ACCINTE_RETURN_IF_ERROR(refuseCapturedRecord(target));
   if (target.shared) {
     return target.shared->wait(target.generation);
   }
@@ -694,6 +771,10 @@ accinteError_t accinteStreamWaitEvent(accinteStream_t stream,
   // The record is captured now: recording the event again later must not
   // change what this stream waits for.
   RecordTarget target = resolvedEvent->latestTarget();
+  const auto capture = resolvedStream->capture();
+  if (target.captured || capture) {
+    return waitInCapture(resolvedStream, capture, target);
+  }
   if (target.shared) {
     enqueueInterprocessWait(*resolvedStream, std::move(target.shared),
                             target.generation);

@@ -59,6 +59,7 @@ class EventCompletion {
 };
 
 class Stream;
+struct CapturedRecord;
 struct IpcEventHandleData;
 struct SharedEventPage;
 
@@ -179,6 +180,9 @@ struct RecordTarget {
   std::shared_ptr<SharedEventState> shared;
   /** The generation of `shared` to wait for. */
   uint64_t generation = 0;
+  /** Set instead when the latest record was made on a capturing stream: a
+   * point of that capture, which nothing outside it can wait for. */
+  std::shared_ptr<const CapturedRecord> captured;
 };
 
 /** An event: its flags and its most recent record, if any. */
@@ -220,8 +224,11 @@ class Event {
                              std::shared_ptr<EventCompletion>* record,
                              uint64_t* generation = nullptr);
 
-  /** The most recent record of this process, or nullptr if never recorded.
-   */
+  /** Makes `record`, made on a capturing stream, the event's latest. */
+  void recordInCapture(std::shared_ptr<const CapturedRecord> record);
+
+  /** The most recent record of this process, or nullptr if never recorded
+   * (or last recorded in a capture). */
   std::shared_ptr<EventCompletion> latestRecord();
 
   /** What a wait for the event's most recent record waits for: this
@@ -237,6 +244,9 @@ class Event {
   std::shared_ptr<EventCompletion> latestRecord_;
   /** The shared generation of latestRecord_ (interprocess events). */
   uint64_t latestGeneration_ = 0;
+  /** The latest record if it was made in a capture (then latestRecord_ is
+   * null). */
+  std::shared_ptr<const CapturedRecord> capturedRecord_;
 };
 
 /** Every live event of the process, by handle. */

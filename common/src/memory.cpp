@@ -1,6 +1,7 @@
 #include "memory.h"
 
 #include "config.h"
+#include "graph.h"
 #include "ipc.h"
 #include "lifecycle.h"
 #include "stream.h"
@@ -486,6 +487,7 @@ accinteError_t accinteMalloc(void** ptr, size_t size) {
     return accinteErrorInvalidValue;
   }
   *ptr = nullptr;
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
   if (size == 0) {
     return accinteSuccess;
   }
@@ -497,6 +499,7 @@ accinteError_t accinteFree(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteFree");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
   if (ptr == nullptr) {
     return accinteSuccess;
   }
@@ -548,6 +551,7 @@ accinteError_t accinteMallocHost(void** ptr, size_t size) {
     return accinteErrorInvalidValue;
   }
   *ptr = nullptr;
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
   if (size == 0) {
     return accinteSuccess;
   }
@@ -559,6 +563,7 @@ accinteError_t accinteFreeHost(void* ptr) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteFreeHost");
   ACCINTE_RETURN_IF_ERROR(checkNotOnStreamWorker());
+  ACCINTE_RETURN_IF_ERROR(checkBlockingAllowed());
   if (ptr == nullptr) {
     return accinteSuccess;
   }

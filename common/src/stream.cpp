@@ -1,6 +1,7 @@
 #include "stream.h"
 
 #include "config.h"
+#include "graph.h"
 #include "lifecycle.h"
 #include "memory.h"
 #include "spin.h"
@@ -44,6 +45,11 @@ bool onStreamWorker() {
 
 accinteError_t checkNotOnStreamWorker() {
   return isStreamWorker ? accinteErrorNotPermitted : accinteSuccess;
+}
+
+std::string failedStatusMessage(accinteError_t status) {
+  return std::string("a kernel or copy returned ") +
+         accinteGetErrorName(status) + ": " + accinteGetErrorString(status);
 }
 
 uintptr_t newHandleValue() {
@@ -142,9 +148,7 @@ Stream::Outcome Stream::runOperation(std::unique_ptr<Operation> operation) {
     const BusyScope busy(operation->busy());
     outcome.status = operation->run();
     if (outcome.status != accinteSuccess) {
-      outcome.message = std::string("a kernel or copy returned ") +
-                        accinteGetErrorName(outcome.status) + ": " +
-                        accinteGetErrorString(outcome.status);
+      outcome.message = failedStatusMessage(outcome.status);
     }
   } catch (const std::exception& error) {
     outcome.message = error.what();
@@ -428,6 +432,8 @@ accinteError_t StreamRegistry::destroy(accinteStream_t handle) {
     if (it == streams_.end() || it->second->isDefault()) {
       return accinteErrorInvalidResourceHandle;
     }
+    // NB: a capturing stream's capture still refers to it.
+    ACCINTE_RETURN_IF_ERROR(checkNotCapturing(*it->second));
     stream = std::move(it->second);
     streams_.erase(it);
   }
@@ -500,6 +506,7 @@ accinteError_t accinteStreamQuery(accinteStream_t stream) {
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
+  ACCINTE_RETURN_IF_ERROR(checkNotCapturing(*resolved));
   return resolved->query();
 }
 
@@ -510,6 +517,7 @@ accinteError_t accinteStreamSynchronize(accinteStream_t stream) {
   std::shared_ptr<Stream> resolved;
   ACCINTE_RETURN_IF_ERROR(
       StreamRegistry::instance().resolve(stream, &resolved));
+  ACCINTE_RETURN_IF_ERROR(checkNotCapturing(*resolved));
   return resolved->synchronize();
 }
 
@@ -624,14 +632,21 @@ accinteError_t accinteLaunchKernelNamed(accinteStream_t stream,
         }
         return fn(arguments.get());
       });
-  // NB: `name` is read only here, when tracing is on.
+  // NB: `name` is read only here, when tracing is on, or captured.
   operation->setBusy({BusyKind::kKernel, {resolved->device(), -1}});
   if (call.on()) {
     operation->setActivity(
         call.work(accinteActivityKindKernel, accinteActivityMemcpyNone, name,
                   resolved->handle(), resolved->device(), -1, -1, 0));
   }
-  resolved->enqueue(std::move(operation));
-  return accinteSuccess;
+  // LITERALINCLUDE EMPHASIZE NEXT
+  return submit(*resolved, std::move(operation), [&] {
+    NodeInfo info;
+    info.name = name != nullptr ? name : "kernel";
+    for (size_t i = 0; i < num_buffers; ++i) {
+      info.allocations.push_back(deviceAllocations({buffers[i]}).front());
+    }
+    return info;
+  });
 }
 // LITERALINCLUDE END: EMULATOR_KERNEL_LAUNCH

@@ -24,6 +24,8 @@
 
 namespace accinte::emulator {
 
+class Capture;
+
 /** One unit of work in a stream's queue: a copy, a kernel, an event record or
  * a wait. */
 class Operation {
@@ -96,6 +98,10 @@ std::unique_ptr<Operation> makeOperation(Fn&& fn) {
       std::forward<Fn>(fn));
 }
 
+/** What a failure says of a kernel or copy that returned `status` (not
+ * ::accinteSuccess) instead of throwing. */
+std::string failedStatusMessage(accinteError_t status);
+
 /** Returns a fresh value for a stream or event handle.
  *
  * NB: handles are serial numbers, never addresses, and streams and events
@@ -154,6 +160,23 @@ class Stream {
    * the stream. */
   std::shared_ptr<const CpuSlot> workerCpu() const {
     return workerCpu_;
+  }
+
+  /** The capture this stream takes part in (accinteStreamBeginCapture(), or
+   * a wait for an event recorded in a capture), or null. NB: one relaxed
+   * atomic load when the stream does not capture. */
+  std::shared_ptr<Capture> capture() {
+    if (!capturing_.load(std::memory_order_acquire)) {
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_;
+  }
+  /** Makes the stream take part in `capture`, or in none (null). */
+  void setCapture(std::shared_ptr<Capture> capture) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_ = std::move(capture);
+    capturing_.store(capture_ != nullptr, std::memory_order_release);
   }
 
   /** Appends `operation` and returns its ticket. */
@@ -253,6 +276,11 @@ class Stream {
   /** True once the exit hook gave up on a worker stuck in a kernel: waiting
    * for its stream must not hang the rest of the process's exit. */
   bool workerAbandoned_ = false;
+
+  /** See capture(). Needs mutex_. */
+  std::shared_ptr<Capture> capture_;
+  /** capture_ != nullptr; written under mutex_. */
+  std::atomic<bool> capturing_{false};
 
   /** Serialises joining, which the destructor and the exit hook may race on.
    */

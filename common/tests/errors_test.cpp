@@ -29,6 +29,13 @@ constexpr accinteError_t kAllErrors[] = {
     accinteErrorInvalidIpcHandle,
     accinteErrorIpcPeerExited,
     accinteErrorOperatingSystem,
+    accinteErrorStreamCaptureUnsupported,
+    accinteErrorStreamCaptureInvalidated,
+    accinteErrorStreamCaptureMerge,
+    accinteErrorStreamCaptureUnmatched,
+    accinteErrorStreamCaptureUnjoined,
+    accinteErrorStreamCaptureIsolation,
+    accinteErrorStreamCaptureWrongThread,
 };
 
 TEST(Errors, EveryCodeHasItsOwnNameAndDescription) {

@@ -86,6 +86,30 @@ typedef enum accinteError {
    * and exporting memory or creating the first interprocess event needs
    * one more. As CUDA's cudaErrorOperatingSystem. */
   accinteErrorOperatingSystem = 19,
+  /** The call is not allowed while a stream is capturing (a synchronize or
+   * query of a capturing stream, a copy from pageable host memory into a
+   * capture, a blocking call the calling thread's capture mode forbids, or a
+   * capture begun on a default stream): the capture it conflicts with is
+   * invalidated, as CUDA's cudaErrorStreamCaptureUnsupported. */
+  accinteErrorStreamCaptureUnsupported = 20,
+  /** The stream's capture was invalidated by an earlier error; work on it is
+   * refused until accinteStreamEndCapture() ends the capture. */
+  accinteErrorStreamCaptureInvalidated = 21,
+  /** A stream of one capture waited for an event recorded in another. */
+  accinteErrorStreamCaptureMerge = 22,
+  /** accinteStreamEndCapture() on a stream that is not the one the capture
+   * began on, or that is not capturing. */
+  accinteErrorStreamCaptureUnmatched = 23,
+  /** The capture ended while a stream it forked (through an event) had
+   * captured work the origin stream never waited for. */
+  accinteErrorStreamCaptureUnjoined = 24,
+  /** A dependency would cross the capture's boundary: a capturing stream
+   * waited for an event recorded outside the capture, or a stream outside a
+   * capture waited for an event recorded in one that has ended. */
+  accinteErrorStreamCaptureIsolation = 25,
+  /** A capture begun in global or thread-local mode was ended from another
+   * thread than the one that began it. */
+  accinteErrorStreamCaptureWrongThread = 26,
 } accinteError_t;
 
 /** Direction of a copy, checked against the pointers. */
@@ -140,6 +164,41 @@ typedef struct accinteStream* accinteStream_t;
 
 /** Opaque handle of an event: a marker recorded into a stream. */
 typedef struct accinteEvent* accinteEvent_t;
+
+/** Opaque handle of a graph: the work a stream capture recorded
+ * (accinteStreamEndCapture()). */
+typedef struct accinteGraph* accinteGraph_t;
+
+/** Opaque handle of an executable graph: a graph made ready to be launched
+ * on a stream, any number of times (accinteGraphInstantiate()). */
+typedef struct accinteGraphExec* accinteGraphExec_t;
+
+/** Which calls a stream capture forbids, and to which threads, as CUDA's
+ * `cudaStreamCaptureMode`. A *blocking* call is one that may wait for the
+ * device or change what captured work refers to: accinteMalloc(),
+ * accinteFree(), accinteMallocHost(), accinteFreeHost(), accinteMemcpy()
+ * and accinteDeviceSynchronize(). */
+typedef enum accinteStreamCaptureMode {
+  /** While the capture lasts, blocking calls fail on the thread that began
+   * it and on every thread whose own mode is global. */
+  accinteStreamCaptureModeGlobal = 0,
+  /** Blocking calls fail on the thread that began the capture only. */
+  accinteStreamCaptureModeThreadLocal = 1,
+  /** The capture forbids no blocking call; calls that conflict with it
+   * (a synchronize of the capturing stream) still fail. */
+  accinteStreamCaptureModeRelaxed = 2,
+} accinteStreamCaptureMode;
+
+/** Whether a stream is capturing, as CUDA's `cudaStreamCaptureStatus`. */
+typedef enum accinteStreamCaptureStatus {
+  /** Not capturing: work runs. */
+  accinteStreamCaptureStatusNone = 0,
+  /** Capturing: work is recorded into the capture's graph, not run. */
+  accinteStreamCaptureStatusActive = 1,
+  /** Capturing, but invalidated by an error: accinteStreamEndCapture() will
+   * return no graph. */
+  accinteStreamCaptureStatusInvalidated = 2,
+} accinteStreamCaptureStatus;
 
 /** Flags for accinteEventCreateWithFlags(), combined with `|`.
  *
@@ -441,7 +500,9 @@ ACCINTE_EXPORT accinteError_t accinteGetDefaultStream(int device,
                                                       accinteStream_t* stream);
 
 /** Waits for the stream's work to finish, then destroys it. Default streams
- * cannot be destroyed (::accinteErrorInvalidResourceHandle). */
+ * cannot be destroyed (::accinteErrorInvalidResourceHandle), nor can a
+ * capturing stream (::accinteErrorStreamCaptureUnsupported, which
+ * invalidates its capture). */
 ACCINTE_EXPORT accinteError_t accinteStreamDestroy(accinteStream_t stream);
 
 /** Returns ::accinteSuccess when all work enqueued on the stream has
@@ -561,6 +622,140 @@ ACCINTE_EXPORT accinteError_t accinteEventSynchronize(accinteEvent_t event);
 ACCINTE_EXPORT accinteError_t accinteEventElapsedTime(float* milliseconds,
                                                       accinteEvent_t start,
                                                       accinteEvent_t end);
+
+/* ------------------------------------------------------------------------ */
+/* Stream capture and graphs                                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @name Stream capture and graphs
+ *
+ * As CUDA's stream capture: between accinteStreamBeginCapture() and
+ * accinteStreamEndCapture(), the kernels, copies and memsets enqueued on a
+ * capturing stream are not run but recorded, with the order they must keep,
+ * into a graph; accinteGraphInstantiate() makes it executable, and each
+ * accinteGraphLaunch() runs all of it as *one* operation of a stream. That
+ * is what graphs are for: a launch costs one enqueue, however many
+ * operations the graph holds.
+ *
+ * A captured operation keeps what it was given, by value: a kernel its
+ * `args` (released with its deleter when the last graph or executable
+ * graph holding it is destroyed, not after it ran) and the device pointers
+ * it names, a copy its pointers. Each launch reads and writes that same
+ * memory again: to give a launch new input, copy the input into the memory
+ * the capture used. Memory freed after the capture makes a launch that
+ * touches it fail (::accinteErrorLaunchFailure at the next synchronize),
+ * never touch whatever memory took its place.
+ *
+ * Several streams take part in one capture through events, as in CUDA: a
+ * stream that waits (accinteStreamWaitEvent()) for an event recorded on a
+ * capturing stream joins that capture (a fork); the origin stream waiting
+ * for an event recorded on the forked stream joins it back. An event record
+ * on a capturing stream runs nothing: it only marks the point a waiting
+ * stream depends on. Every forked stream's work must be joined back before
+ * the capture ends (::accinteErrorStreamCaptureUnjoined).
+ *
+ * Calls that would need captured work to have run fail with
+ * ::accinteErrorStreamCaptureUnsupported and invalidate the capture: a
+ * synchronize or query of a capturing stream, accinteEventQuery() or
+ * accinteEventSynchronize() of an event last recorded in a capture,
+ * accinteDeviceSynchronize() while a stream of the device captures, a copy
+ * between a capturing stream and pageable host memory (whose contents a
+ * launch would read later: use pinned memory), and the blocking calls that
+ * the capture's and the calling thread's modes forbid
+ * (::accinteStreamCaptureMode).
+ * @{
+ */
+
+/**
+ * Starts capturing the work enqueued on `stream`. A default stream cannot
+ * capture (::accinteErrorStreamCaptureUnsupported, as CUDA's legacy
+ * stream); nor can a stream that already captures. Work enqueued before
+ * keeps running; `mode` (::accinteStreamCaptureMode, else
+ * ::accinteErrorInvalidValue) decides which blocking calls fail meanwhile.
+ */
+ACCINTE_EXPORT accinteError_t accinteStreamBeginCapture(
+    accinteStream_t stream, accinteStreamCaptureMode mode);
+
+/**
+ * Ends the capture begun on `stream` and writes its graph, which the caller
+ * destroys with accinteGraphDestroy(). Every stream that took part stops
+ * capturing, whatever the outcome. A capture that was invalidated writes
+ * NULL and returns ::accinteErrorStreamCaptureInvalidated; one whose forked
+ * work was not joined back, NULL and ::accinteErrorStreamCaptureUnjoined.
+ * `stream` not capturing, or not the stream the capture began on:
+ * ::accinteErrorStreamCaptureUnmatched. A global or thread-local capture
+ * ended from another thread than the one that began it:
+ * ::accinteErrorStreamCaptureWrongThread (the capture goes on).
+ */
+ACCINTE_EXPORT accinteError_t accinteStreamEndCapture(accinteStream_t stream,
+                                                      accinteGraph_t* graph);
+
+/** Writes whether `stream` is capturing (::accinteStreamCaptureStatus). Legal
+ * during a capture, on any stream. */
+ACCINTE_EXPORT accinteError_t accinteStreamIsCapturing(
+    accinteStream_t stream, accinteStreamCaptureStatus* status);
+
+/** accinteStreamIsCapturing(), and the capture's id, unique in the process
+ * and never 0, unless `id` is NULL; 0 when not capturing. Streams forked
+ * into a capture report the capture's id. */
+ACCINTE_EXPORT accinteError_t accinteStreamGetCaptureInfo(
+    accinteStream_t stream, accinteStreamCaptureStatus* status,
+    unsigned long long* id);
+
+/**
+ * Exchanges the calling thread's capture mode with `*mode`: the thread's
+ * mode becomes `*mode`, and `*mode` receives the previous one. A thread
+ * starts in ::accinteStreamCaptureModeGlobal. A thread in relaxed mode may
+ * make blocking calls during any capture; one in thread-local mode is
+ * refused them only while it has a capture of its own that is not relaxed;
+ * one in global mode, also while any thread has a global capture. As CUDA's
+ * cudaThreadExchangeStreamCaptureMode(): a caching allocator switches to
+ * relaxed around the accinteMalloc() it makes during a capture.
+ */
+ACCINTE_EXPORT accinteError_t
+accinteThreadExchangeStreamCaptureMode(accinteStreamCaptureMode* mode);
+
+/** Writes how many operations (kernels, copies, memsets) `graph` holds. */
+ACCINTE_EXPORT accinteError_t accinteGraphGetNodeCount(accinteGraph_t graph,
+                                                       size_t* count);
+
+/**
+ * Writes `graph` to the file `path` in Graphviz's DOT language: one node per
+ * operation, labelled with its kind, name and size, and one edge per
+ * dependency. For debugging, as CUDA's cudaGraphDebugDotPrint(). A file
+ * that cannot be written gives ::accinteErrorOperatingSystem.
+ */
+ACCINTE_EXPORT accinteError_t accinteGraphDebugDotPrint(accinteGraph_t graph,
+                                                        const char* path);
+
+/** Makes an executable graph of `graph`, which may then be destroyed or
+ * instantiated again. */
+ACCINTE_EXPORT accinteError_t accinteGraphInstantiate(accinteGraphExec_t* exec,
+                                                      accinteGraph_t graph);
+
+/**
+ * Enqueues one run of every operation of `exec` on `stream`, as one
+ * operation: it starts once the work enqueued on `stream` before it has
+ * finished, and after the previous launch of `exec` on any stream, as
+ * CUDA orders launches of one executable graph. The operations run in an
+ * order that keeps every dependency the capture recorded. A failing
+ * operation does not stop the others; the launch fails with the first
+ * failure's message, reported once like any other launch failure. The
+ * stream must be of the device the capture began on
+ * (::accinteErrorInvalidValue); launching on a capturing stream:
+ * ::accinteErrorStreamCaptureUnsupported.
+ */
+ACCINTE_EXPORT accinteError_t accinteGraphLaunch(accinteGraphExec_t exec,
+                                                 accinteStream_t stream);
+
+/** Destroys an executable graph; launches already enqueued still run. */
+ACCINTE_EXPORT accinteError_t accinteGraphExecDestroy(accinteGraphExec_t exec);
+
+/** Destroys a graph; executable graphs made from it are unaffected. */
+ACCINTE_EXPORT accinteError_t accinteGraphDestroy(accinteGraph_t graph);
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Interprocess communication                                               */
@@ -713,8 +908,9 @@ typedef enum accinteActivityKind {
    * "accinteLaunchKernel"), accinteStreamSynchronize(),
    * accinteDeviceSynchronize(), accinteStreamWaitEvent(), accinteEventRecord(),
    * accinteEventSynchronize(), accinteIpcGetMemHandle(),
-   * accinteIpcOpenMemHandle() and accinteIpcCloseMemHandle(). Queries and
-   * getters are not. */
+   * accinteIpcOpenMemHandle(), accinteIpcCloseMemHandle() and
+   * accinteGraphLaunch() (whose kernels, copies and memsets are each
+   * recorded when the launch runs them). Queries and getters are not. */
   accinteActivityKindRuntime = 4,
 } accinteActivityKind;
 
