@@ -122,10 +122,12 @@ accinteError_t Capture::addNode(const Stream& stream,
                                 std::unique_ptr<Operation> operation,
                                 NodeInfo info) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (invalidated_) {
+  const auto member = frontier_.find(&stream);
+  // NB: a capture another thread just ended has no members left.
+  if (invalidated_ || member == frontier_.end()) {
     return accinteErrorStreamCaptureInvalidated;
   }
-  auto& next = frontier_.at(&stream);
+  auto& next = member->second;
   nodes_.push_back({std::shared_ptr<Operation>(std::move(operation)),
                     std::move(next), std::move(info)});
   next = {nodes_.size() - 1};
@@ -135,10 +137,11 @@ accinteError_t Capture::addNode(const Stream& stream,
 accinteError_t Capture::frontier(const Stream& stream,
                                  std::vector<size_t>* dependencies) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (invalidated_) {
+  const auto member = frontier_.find(&stream);
+  if (invalidated_ || member == frontier_.end()) {
     return accinteErrorStreamCaptureInvalidated;
   }
-  *dependencies = frontier_.at(&stream);
+  *dependencies = member->second;
   return accinteSuccess;
 }
 
@@ -146,6 +149,9 @@ accinteError_t Capture::join(const std::shared_ptr<Stream>& stream,
                              const std::vector<size_t>& dependencies) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_) {
+      return accinteErrorStreamCaptureIsolation;
+    }
     if (invalidated_) {
       return accinteErrorStreamCaptureInvalidated;
     }
@@ -167,59 +173,60 @@ accinteError_t Capture::join(const std::shared_ptr<Stream>& stream,
 
 accinteError_t Capture::end(std::shared_ptr<const GraphBody>* body) {
   std::vector<std::shared_ptr<Stream>> members;
-  accinteError_t status = accinteSuccess;
-  auto result = std::make_shared<GraphBody>();
+  std::vector<GraphNode> nodes;
+  std::vector<size_t> originFrontier;
+  bool invalidated = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ended_ = true;
+    invalidated = invalidated_;
     members = std::move(members_);
-    if (invalidated_) {
-      status = accinteErrorStreamCaptureInvalidated;
-    } else {
-      // Joined means every node comes before the end of the origin stream:
-      // mark what the origin's frontier depends on, transitively. A node
-      // depends only on earlier ones, so one backward pass marks them all.
-      std::vector<bool> joined(nodes_.size(), false);
-      for (size_t node : frontier_.at(origin_.get())) {
-        joined[node] = true;
-      }
-      for (size_t i = nodes_.size(); i-- > 0;) {
-        if (joined[i]) {
-          for (size_t dependency : nodes_[i].dependencies) {
-            joined[dependency] = true;
-          }
-        }
-      }
-      if (std::find(joined.begin(), joined.end(), false) != joined.end()) {
-        status = accinteErrorStreamCaptureUnjoined;
-      } else {
-        result->device = origin_->device();
-        result->nodes = std::move(nodes_);
-        for (const GraphNode& node : result->nodes) {
-          for (const AllocationRef& ref : node.info.allocations) {
-            const bool known = std::any_of(result->allocations.begin(),
-                                           result->allocations.end(),
-                                           [&](const AllocationRef& seen) {
-                                             return seen.serial == ref.serial;
-                                           });
-            if (!known) {
-              result->allocations.push_back(ref);
-            }
-          }
-        }
-      }
-    }
-    nodes_.clear();
+    nodes = std::move(nodes_);
+    originFrontier = std::move(frontier_.at(origin_.get()));
     frontier_.clear();
   }
+  // NB: the rest runs without the lock: a kernel's arguments released here
+  // (a capture that gives no graph) may call the runtime, which may look at
+  // this capture again.
   for (const auto& member : members) {
     member->setCapture(nullptr);
   }
   ActiveCaptures::instance().remove(this);
-  if (status == accinteSuccess) {
-    *body = std::move(result);
+  if (invalidated) {
+    return accinteErrorStreamCaptureInvalidated;
   }
-  return status;
+  // Joined means every node comes before the end of the origin stream: mark
+  // what the origin's frontier depends on, transitively. A node depends only
+  // on earlier ones, so one backward pass marks them all.
+  std::vector<bool> joined(nodes.size(), false);
+  for (size_t node : originFrontier) {
+    joined[node] = true;
+  }
+  for (size_t i = nodes.size(); i-- > 0;) {
+    if (joined[i]) {
+      for (size_t dependency : nodes[i].dependencies) {
+        joined[dependency] = true;
+      }
+    }
+  }
+  if (std::find(joined.begin(), joined.end(), false) != joined.end()) {
+    return accinteErrorStreamCaptureUnjoined;
+  }
+  auto result = std::make_shared<GraphBody>();
+  result->device = origin_->device();
+  result->nodes = std::move(nodes);
+  for (const GraphNode& node : result->nodes) {
+    for (const AllocationRef& ref : node.info.allocations) {
+      const bool known = std::any_of(
+          result->allocations.begin(), result->allocations.end(),
+          [&](const AllocationRef& seen) { return seen.serial == ref.serial; });
+      if (!known) {
+        result->allocations.push_back(ref);
+      }
+    }
+  }
+  *body = std::move(result);
+  return accinteSuccess;
 }
 
 std::vector<AllocationRef> deviceAllocations(
@@ -247,9 +254,8 @@ accinteError_t checkBlockingAllowed() {
                             : accinteErrorStreamCaptureUnsupported;
 }
 
-accinteError_t checkNotCapturing(const Stream& stream) {
-  // NB: capture() is not const (it may lock); the stream is only read.
-  const auto capture = const_cast<Stream&>(stream).capture();
+accinteError_t checkNotCapturing(Stream& stream) {
+  const auto capture = stream.capture();
   if (!capture) {
     return accinteSuccess;
   }

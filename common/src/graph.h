@@ -180,6 +180,6 @@ accinteError_t checkBlockingAllowed();
 /** For a call that would wait for `stream`'s work (a synchronize, a query):
  * if it captures, invalidates its capture and returns
  * ::accinteErrorStreamCaptureUnsupported; else ::accinteSuccess. */
-accinteError_t checkNotCapturing(const Stream& stream);
+accinteError_t checkNotCapturing(Stream& stream);
 
 } // namespace accinte::emulator

@@ -601,6 +601,29 @@ TEST(Graph, KernelArgumentsLiveAsLongAsTheGraphsThatHoldThem) {
   EXPECT_EQ(released, 1);
 }
 
+TEST(Graph, ArgumentsReleasedWhenACaptureEndsMayCallTheRuntime) {
+  // NB: a kernel's arguments may own device memory, and free it when they
+  // are released; a capture that gives no graph releases them as it ends.
+  Stream s;
+  void* owned = nullptr;
+  ASSERT_OK(accinteMalloc(&owned, 64));
+  static std::atomic<int> freed{0};
+  freed = 0;
+  auto kernel = [](void*) { return accinteSuccess; };
+  auto deleter = [](void* args) {
+    if (accinteFree(args) == accinteSuccess) {
+      ++freed;
+    }
+  };
+  ASSERT_OK(accinteStreamBeginCapture(s.get(), accinteStreamCaptureModeGlobal));
+  ASSERT_OK(accinteLaunchKernel(s.get(), kernel, owned, deleter, nullptr, 0));
+  EXPECT_EQ(accinteStreamQuery(s.get()), accinteErrorStreamCaptureUnsupported);
+  accinteGraph_t graph = nullptr;
+  EXPECT_EQ(accinteStreamEndCapture(s.get(), &graph),
+            accinteErrorStreamCaptureInvalidated);
+  EXPECT_EQ(freed, 1) << "released once the capture no longer forbids it";
+}
+
 TEST(Graph, ACapturingStreamCannotBeDestroyed) {
   accinteStream_t s = nullptr;
   ASSERT_OK(accinteStreamCreate(&s));
