@@ -33,11 +33,11 @@ that prose states as written ("about 60 µs") but checks against a snapshot:
     ``cpu-time``, ``ratio`` or ``bandwidth``);
 ``{as-written}`text```
     ``text`` as written: a number that is not the snapshot's (a goal, an
-    earlier run's result).
+    earlier run's result, a setting).
 
 ``tools/check_numbers.py`` (``make docs-check``) checks these roles without
 building the guide, says how close ``{measured}``'s text must be, and
-requires one of them for a number with a unit on the performance page.
+requires one of them for a number with a unit on most pages.
 
 A name the snapshot lacks, or a value it does not have, is a build error.
 The path is relative to the page, as a ``literalinclude``'s is; the page
