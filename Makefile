@@ -142,7 +142,7 @@ docs: deps ## Build the HTML guide (warnings are errors)
 docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
 	$(PYTHON) tools/browser_test.py
 
-docs-check: ## Tag checker, link checker, output wrapping and benchmark report self-tests, PyTorch links table, clang-format check
+docs-check: ## Tag checker, link checker, output wrapping, benchmark report and measured-number self-tests, measured numbers against their snapshot, PyTorch links table, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py
 	$(PYTHON) tools/check_links.py --self-test
@@ -151,6 +151,8 @@ docs-check: ## Tag checker, link checker, output wrapping and benchmark report s
 	$(PYTHON) docs/_ext/accinte_pytorch.py --check
 	$(PYTHON) tools/generate_outputs.py --self-test
 	$(PYTHON) benchmarks/bench_report.py --self-test
+	$(PYTHON) tools/check_numbers.py --self-test
+	$(PYTHON) tools/check_numbers.py
 	tools/check_format.sh
 
 # The guide cannot run the benchmarks (too slow, too noisy): its performance
@@ -167,6 +169,8 @@ bench: stage ## Time stage STAGE against the CPU into build/bench/ (BUILD_TIMES=
 
 bench-snapshot: ## Copy the last `make bench` results to the guide's performance page
 	cp $(BENCH_DIR)/results.json $(BENCH_SNAPSHOT)
+	@$(PYTHON) tools/check_numbers.py >/dev/null || { $(PYTHON) tools/check_numbers.py; \
+	  echo "bench-snapshot: the prose above states numbers the new snapshot does not hold: rewrite it before committing"; exit 1; }
 
 # Chapter 12's page draws its profile table and timeline from a stored
 # profile, since a profile's times change from run to run.

@@ -24,6 +24,21 @@ benchmark's name, so that the sentence and the table cannot disagree:
 ``{bench-ratio}`name```
     its ratio against the CPU (``65×``, ``2.55×``).
 
+A role may read another snapshot, named after ``@`` by a path relative to
+the page: ``{bench-ratio}`name @ output/bench_before.json```. And a number
+that prose states as written ("about 60 µs") but checks against a snapshot:
+
+``{measured}`text <field: name>```
+    ``text`` as written, checked against the benchmark's ``field`` (``time``,
+    ``cpu-time``, ``ratio`` or ``bandwidth``);
+``{as-written}`text```
+    ``text`` as written: a number that is not the snapshot's (a goal, an
+    earlier run's result, a setting).
+
+``tools/check_numbers.py`` (``make docs-check``) checks these roles without
+building the guide, says how close ``{measured}``'s text must be, and
+requires one of them for a number with a unit on most pages.
+
 A name the snapshot lacks, or a value it does not have, is a build error.
 The path is relative to the page, as a ``literalinclude``'s is; the page
 must be MyST Markdown, since the table is parsed as Markdown. Both render
@@ -35,6 +50,7 @@ that module's self-test.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from docutils import nodes
@@ -43,6 +59,9 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
 import bench_report
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import check_numbers  # noqa: E402  (standard library and bench_report only)
 
 
 class _ResultsDirective(SphinxDirective):
@@ -104,25 +123,58 @@ _VALUE_ROLES = {
 }
 
 
+def _role_error(name, rawtext, lineno, inliner, message):
+    error = inliner.reporter.error(f"{{{name}}}: {message}", line=lineno)
+    return [inliner.problematic(rawtext, rawtext, error)], [error]
+
+
+def _benchmark(inliner, target):
+    """The benchmark a role's ``name`` or ``name @ path`` names (ValueError if
+    none), from the snapshot that the path, or conf.py, names."""
+    env = inliner.document.settings.env
+    page_dir = Path(env.doc2path(env.docname)).parent
+    name, path = check_numbers.split_target(target, page_dir, Path(env.srcdir))
+    if " @ " not in target:
+        path = Path(env.srcdir) / env.config.accinte_bench_snapshot
+    # A new snapshot rebuilds the pages that quote it.
+    env.note_dependency(str(path))
+    return name, check_numbers.Snapshots().benchmark(path, name)
+
+
 def _snapshot_value_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """``{bench-time}`benchmark name```: see the module's docstring."""
-    env = inliner.document.settings.env
-    path = Path(env.srcdir) / env.config.accinte_bench_snapshot
-    env.note_dependency(str(path))
     field, render = _VALUE_ROLES[name]
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-        bench_report.validate(results)
-        item = next((item for item in results["benchmarks"] if item["name"] == text), None)
-        if item is None:
-            raise ValueError(f"no benchmark named {text!r}")
+        benchmark, item = _benchmark(inliner, text)
         if item[field] is None:
-            raise ValueError(f"benchmark {text!r} has no {field}")
-    except (OSError, ValueError) as error:
-        message = inliner.reporter.error(
-            f"{{{name}}}: {env.config.accinte_bench_snapshot}: {error}", line=lineno)
-        return [inliner.problematic(rawtext, rawtext, message)], [message]
+            raise ValueError(f"benchmark {benchmark!r} has no {field}")
+    except ValueError as error:
+        return _role_error(name, rawtext, lineno, inliner, error)
     return [nodes.Text(render(item, item[field]))], []
+
+
+def _measured_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{measured}`text <field: name>```: see the module's docstring."""
+    parts = check_numbers.MEASURED.match(text)
+    try:
+        if parts is None or parts["field"] not in check_numbers.FIELDS:
+            raise ValueError(f"not `text <field: name>` with a field of "
+                             f"{', '.join(check_numbers.FIELDS)}: {text!r}")
+        benchmark, item = _benchmark(inliner, parts["target"])
+        value = check_numbers.FIELDS[parts["field"]](item)
+        if value is None:
+            raise ValueError(f"benchmark {benchmark!r} has no {parts['field']}")
+        why = check_numbers.check_quantity(parts["text"], parts["field"], value)
+        if why:
+            raise ValueError(f"{why} ({benchmark!r})")
+    except ValueError as error:
+        return _role_error(name, rawtext, lineno, inliner, error)
+    return [nodes.Text(" ".join(parts["text"].split()))], []
+
+
+def _as_written_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{as-written}`text```: the text, as written."""
+    return [nodes.Text(" ".join(text.split()))], []
 
 
 def setup(app: Sphinx) -> dict:
@@ -131,4 +183,6 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("accinte_bench_snapshot", "docs/output/bench_results.json", "env")
     for role in _VALUE_ROLES:
         app.add_role(role, _snapshot_value_role)
+    app.add_role("measured", _measured_role)
+    app.add_role("as-written", _as_written_role)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
