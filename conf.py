@@ -155,7 +155,8 @@ source_suffix = {
 }
 
 # Sources live in the repository root: list everything that is not a page.
-# Pages are docs/**/*.md and chapters/*/README.md.
+# Pages are docs/**/*.md and chapters/*/*.md: a chapter's README.md and, for
+# a chapter of several pages, the others beside it, in its README's toctree.
 exclude_patterns = [
     # Build output and tool state.
     "build",
@@ -181,7 +182,7 @@ exclude_patterns = [
     "examples/**",
     "tools/**",
     "requirements/**",
-    # Inside a chapter only README.md is a page.
+    # Inside a chapter only the Markdown files beside README.md are pages.
     "chapters/*/csrc/**",
     "chapters/*/python/**",
     "chapters/*/tests/**",

@@ -61,7 +61,12 @@ A page fails on:
   the line above it that says so (docs/_static/accinte.js adds it);
 * a front page (FRONT_DOOR) whose first screen, at WIDTH, does not link to
   what the final backend does and to both ways in: porting a whole device
-  (the bring-up plan) and adding one mechanism (the list of chapters).
+  (the bring-up plan) and adding one mechanism (the list of chapters);
+* at WIDTH, a page taller than MAX_PAGE_HEIGHT pixels, a page a reader
+  does not finish, unless TALL_PAGES names it with the reason; and a page
+  TALL_PAGES names that is no longer too tall, or no longer exists (a
+  stale entry), so that the list cannot outlive its reasons. The height of
+  every page is printed.
 
 Every page is checked at WIDTH and again at PHONE; the checks of outputs'
 and listings' widths, made for the desktop, run at WIDTH only.
@@ -124,6 +129,31 @@ FRONT_DOOR = ("index.html", (
     ("port my whole device", r"^docs/porting\.html#bring-up-plan$"),
     ("add one mechanism", r"^(#find-a-mechanism|docs/architecture\.html)$"),
 ))
+#: The tallest a page may be at WIDTH, in CSS pixels, as it opens (folded
+#: listings closed): what a reader finishes in one sitting.
+MAX_PAGE_HEIGHT = 12000
+#: Pages still taller than MAX_PAGE_HEIGHT, each with the reason. An entry
+#: whose page is no longer too tall, or no longer exists, fails the test
+#: as stale: remove it.
+TALL_PAGES = {
+    "chapters/01_minimal_ops/README.html":
+        "chapter 01: split pending (the day-one pieces first, polish on pages of its own)",
+    "chapters/02_fallback/README.html": "chapter 02: split pending",
+    "chapters/04_autograd/README.html": "chapter 04: split pending",
+    "chapters/07_memory/README.html":
+        "chapter 07: split pending (the allocator as a story of short listings)",
+    "chapters/08_generator/README.html": "chapter 08: split pending",
+    "chapters/10_storage/README.html": "chapter 10: split pending",
+    "chapters/11_distributed/README.html": "chapter 11: split pending",
+    "chapters/12_profiler/README.html": "chapter 12: split pending",
+    "chapters/13_compile/README.html": "chapter 13: split pending",
+    "chapters/14_ipc/README.html": "chapter 14: split pending",
+    "docs/emulator.html": "the emulator's page: split pending",
+    "docs/porting.html": "the porting page: split pending",
+    "docs/reliability.html": "the reliability page: split pending",
+    "docs/api.html": "the C++ API reference: split pending (a page per chapter)",
+    "docs/python_api.html": "the Python API reference: split pending (a page per chapter)",
+}
 #: Seconds to wait for one page's load event.
 LOAD_TIMEOUT = 30
 #: Queries the search page must answer.
@@ -270,6 +300,7 @@ PAGE_PROBE = r"""
     cut, scrollBoxes, firstScreen,
     diagrams,
     pageWidth: root.scrollWidth, windowWidth: root.clientWidth,
+    pageHeight: root.scrollHeight,
     textLength: article.innerText.trim().length,
     brokenImages, brokenObjects,
     outputs: outputs.map(measureOutput),
@@ -394,6 +425,29 @@ def front_door_problems(page: str, first_screen: List[Dict[str, Any]]) -> List[s
     return [f'first screen has no link to "{what}" ({pattern})'
             for what, pattern in ways
             if not any(re.match(pattern, link["href"]) for link in first_screen)]
+
+
+def height_problems(page: str, height: int,
+                    allowed: Optional[Dict[str, str]] = None) -> List[str]:
+    """At WIDTH: a page taller than MAX_PAGE_HEIGHT that ``allowed``
+    (TALL_PAGES) does not name, and an entry of it whose page is short
+    enough now."""
+    allowed = TALL_PAGES if allowed is None else allowed
+    if height > MAX_PAGE_HEIGHT and page not in allowed:
+        return [f"the page is {height} px tall at {WIDTH} px, more than "
+                f"{MAX_PAGE_HEIGHT}: split it, or name it in TALL_PAGES with the reason"]
+    if height <= MAX_PAGE_HEIGHT and page in allowed:
+        return [f"stale entry of TALL_PAGES ({allowed[page]!r}): the page is {height} px "
+                f"tall at {WIDTH} px, no more than {MAX_PAGE_HEIGHT}: remove the entry"]
+    return []
+
+
+def stale_tall_pages(pages: List[str],
+                     allowed: Optional[Dict[str, str]] = None) -> List[str]:
+    """Entries of ``allowed`` (TALL_PAGES) that name no page of the guide."""
+    allowed = TALL_PAGES if allowed is None else allowed
+    return [f"stale entry of TALL_PAGES ({reason!r}): no page {page}"
+            for page, reason in allowed.items() if page not in pages]
 
 
 def phone_problems(cut: List[str], boxes: List[Dict[str, Any]]) -> List[str]:
@@ -675,6 +729,10 @@ SCROLL_TO_DIAGRAM = (
 )
 
 
+#: Each page's height at WIDTH, in CSS pixels, as check_page measured it.
+heights: Dict[str, int] = {}
+
+
 def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
                screenshots: Optional[Path] = None) -> List[str]:
     """Problems of one page at one window width (empty if it passes)."""
@@ -691,6 +749,8 @@ def check_page(browser: Browser, base: str, page: str, width: int = WIDTH,
     if width == PHONE:
         problems += phone_problems(probe["cut"], probe["scrollBoxes"])
     if width == WIDTH:
+        heights[page] = probe["pageHeight"]
+        problems += height_problems(page, probe["pageHeight"])
         problems += front_door_problems(page, probe["firstScreen"])
         for output in probe["outputs"]:
             problems += output_problems(output)
@@ -788,6 +848,19 @@ def self_test() -> int:
           "scrolls sideways without a hint: div.table-wrapper: y"]),
         ("at a phone's width, hinted boxes pass",
          phone_problems([], [{"label": "div.table-wrapper: y", "hinted": True}]), []),
+        ("a page of the greatest height passes",
+         height_problems("a.html", MAX_PAGE_HEIGHT, {}), []),
+        ("a taller page fails",
+         len(height_problems("a.html", MAX_PAGE_HEIGHT + 1, {})), 1),
+        ("a taller page named in the list passes",
+         height_problems("a.html", MAX_PAGE_HEIGHT + 1, {"a.html": "split pending"}), []),
+        ("a listed page that is short enough now is stale",
+         height_problems("a.html", MAX_PAGE_HEIGHT, {"a.html": "split pending"}),
+         [f"stale entry of TALL_PAGES ('split pending'): the page is {MAX_PAGE_HEIGHT} px "
+          f"tall at {WIDTH} px, no more than {MAX_PAGE_HEIGHT}: remove the entry"]),
+        ("a listed page that no longer exists is stale",
+         stale_tall_pages(["b.html"], {"a.html": "split pending", "b.html": "x"}),
+         ["stale entry of TALL_PAGES ('split pending'): no page a.html"]),
     ]
     for description, got, expected in listing_cases:
         if got == expected:
@@ -854,6 +927,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         passed += 1
         print(f"ok: {checked} internal links")
+    pages = pages_of(args.html)
+    stale = stale_tall_pages(pages)
+    if stale:
+        failed += 1
+        print("FAIL: TALL_PAGES")
+        for problem in stale:
+            print(f"  {problem}")
     server = serve(args.html)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     with tempfile.TemporaryDirectory(prefix="browser_test_") as profile:
@@ -861,7 +941,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             for width, height in ((WIDTH, HEIGHT), (PHONE, PHONE_HEIGHT)):
                 browser.set_window(width, height, mobile=width == PHONE)
-                for page in pages_of(args.html):
+                for page in pages:
                     problems = check_page(browser, base, page, width, args.screenshots)
                     if problems:
                         failed += 1
@@ -882,6 +962,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         finally:
             browser.close()
             server.shutdown()
+    if heights:
+        print(f"page heights at {WIDTH} px (most {MAX_PAGE_HEIGHT}, tallest first):")
+        for page, height in sorted(heights.items(), key=lambda item: -item[1]):
+            note = f"  (allowed: {TALL_PAGES[page]})" if page in TALL_PAGES else ""
+            print(f"  {height:>6} px  {page}{note}")
     if capacities:
         print(f"output boxes hold {min(capacities)} characters or more; "
               f"tools/generate_outputs.py wraps at {generate_outputs.WIDTH}")

@@ -46,8 +46,9 @@ fails (exit status 1, one ``path:line: problem`` line per problem) on:
 Sources are the files (tracked or not) under common/, chapters/, examples/,
 tests/, benchmarks/, tools/ and docs/, plus the files at the repository
 root, except Markdown files, build output and this checker itself (whose
-text necessarily mentions the keyword). Pages are docs/**/*.md and
-chapters/*/README.md.
+text necessarily mentions the keyword). Pages are docs/**/*.md and the
+Markdown files of each chapter's directory, chapters/*/*.md (a chapter's
+README.md and the pages of a chapter split into several).
 
 Usage, from anywhere::
 
@@ -243,7 +244,10 @@ def page_files(root: Path) -> List[Path]:
     if (root / "docs").is_dir():
         pages.extend(p for p in _walk(root / "docs") if p.suffix == ".md")
     if (root / "chapters").is_dir():
-        pages.extend(sorted((root / "chapters").glob("*/README.md")))
+        # NB: a chapter's pages are its README.md and, for a chapter of
+        # several pages, the other Markdown files beside it (not those of its
+        # csrc/, python/ or output/ directories).
+        pages.extend(sorted((root / "chapters").glob("*/*.md")))
     return [p.relative_to(root) for p in pages]
 
 
@@ -802,6 +806,16 @@ _CASES: List[Tuple[str, Dict[str, str], List[str]]] = [
             ),
         },
         ["common/a.cpp:5: tag FOO_BAR starts with tag FOO"],
+    ),
+    (
+        "a chapter's other pages are pages too",
+        {
+            "chapters/01_x/csrc/a.cpp": _c_source("ON_README", "ON_TOPIC"),
+            "chapters/01_x/README.md": _page(_c_include("csrc/a.cpp", "ON_README")),
+            "chapters/01_x/topic.md": _page(_c_include("csrc/a.cpp", "ON_TOPIC")),
+            "chapters/01_x/csrc/notes.md": _page(_c_include("a.cpp", "GHOST")),
+        },
+        [],
     ),
     (
         "tag not included by any page",
