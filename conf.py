@@ -205,6 +205,8 @@ nitpick_ignore = [
     # accinteStream_t;`): the structs are deliberately never defined.
     ("cpp:identifier", "accinteStream"),
     ("cpp:identifier", "accinteEvent"),
+    ("cpp:identifier", "accinteGraph"),
+    ("cpp:identifier", "accinteGraphExec"),
     # A macro used as an array bound: Breathe renders macros as C macros, so a
     # C++ declaration that names one cannot link to it; it is documented in
     # the same file, just above.
