@@ -388,6 +388,18 @@ accinteError_t runGraph(
   return accinteSuccess;
 }
 
+/** True for the three ::accinteStreamCaptureMode values.
+ *
+ * NB: read as the int a C caller may have passed (memcpy is not a load of
+ * the enum type), so an out-of-range value stays well-defined in C++. */
+bool isCaptureMode(const accinteStreamCaptureMode& mode) {
+  int value = 0;
+  static_assert(sizeof(mode) == sizeof(int), "C enums are int-sized here");
+  std::memcpy(&value, &mode, sizeof(value));
+  return value >= accinteStreamCaptureModeGlobal &&
+         value <= accinteStreamCaptureModeRelaxed;
+}
+
 /** Escapes `text` for a double-quoted DOT string. */
 std::string dotEscape(const std::string& text) {
   std::string escaped;
@@ -409,11 +421,7 @@ using namespace accinte::emulator;
 accinteError_t accinteStreamBeginCapture(accinteStream_t stream,
                                          accinteStreamCaptureMode mode) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
-  int modeValue = 0;
-  static_assert(sizeof(mode) == sizeof(int), "C enums are int-sized here");
-  std::memcpy(&modeValue, &mode, sizeof(modeValue));
-  if (modeValue < accinteStreamCaptureModeGlobal ||
-      modeValue > accinteStreamCaptureModeRelaxed) {
+  if (!isCaptureMode(mode)) {
     return accinteErrorInvalidValue;
   }
   std::shared_ptr<Stream> resolved;
@@ -480,10 +488,7 @@ accinteError_t accinteThreadExchangeStreamCaptureMode(
   if (mode == nullptr) {
     return accinteErrorInvalidValue;
   }
-  int modeValue = 0;
-  std::memcpy(&modeValue, mode, sizeof(modeValue));
-  if (modeValue < accinteStreamCaptureModeGlobal ||
-      modeValue > accinteStreamCaptureModeRelaxed) {
+  if (!isCaptureMode(*mode)) {
     return accinteErrorInvalidValue;
   }
   std::swap(*mode, threadCaptureMode);
