@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 using accinte::testing::DeviceBuffer;
 using accinte::testing::Gate;
 
@@ -395,7 +397,10 @@ TEST(Graph, StreamsForkAndJoinThroughEvents) {
   ASSERT_OK(accinteStreamSynchronize(s1.get()));
   EXPECT_EQ(read(x, 2), 20);
 
-  const std::string path = ::testing::TempDir() + "accinte_graph.dot";
+  // NB: a name of this process's own: the plain and sanitized gtests may run
+  // at once (make test runs two steps at a time).
+  const std::string path = ::testing::TempDir() + "accinte_graph_" +
+                           std::to_string(getpid()) + ".dot";
   ASSERT_OK(accinteGraphDebugDotPrint(graph, path.c_str()));
   std::ifstream file(path);
   std::stringstream dot;
