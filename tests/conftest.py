@@ -87,7 +87,8 @@ def _global_state() -> dict:
     the caching allocator's switch, memory caps and the memory pools routing
     this thread's allocations (``use_mem_pool``), whether the emulator
     is tracing activities (no profile left running), and the tensors sent
-    to other processes that a consumer still holds."""
+    to other processes that a consumer still holds, and (from chapter 15
+    on) how many graphs are capturing."""
     count = torch.accinte.device_count()
     state = {
         "current device": torch.accinte.current_device(),
@@ -112,6 +113,10 @@ def _global_state() -> dict:
         from torch_accinte import _C
 
         state["sent tensors a consumer holds"] = _C._ipc_collect()
+    if hasattr(torch.accinte, "AccinteGraph"):  # chapter 15
+        from torch_accinte import _C
+
+        state["graph captures underway"] = _C._captures_underway()
     if hasattr(torch.accinte, "use_mem_pool"):  # chapter 07
         from torch_accinte import _C
 

@@ -158,6 +158,19 @@ struct PrivatePool {
 };
 // LITERALINCLUDE END: CH07_PRIVATE_POOL
 
+/** What routes allocations to a private pool: those of one thread
+ * (use_mem_pool), or those whose stream a filter accepts (a graph's
+ * capture, chapter 15). */
+struct PoolRoute {
+  c10::MempoolId_t id;
+  std::thread::id thread; // NB: no thread (the default) with a filter
+  AllocationFilter filter;
+
+  bool takes(accinteStream_t stream) const {
+    return filter ? filter(stream) : thread == std::this_thread::get_id();
+  }
+};
+
 /** Everything the allocator keeps for one device, under one mutex. */
 struct DeviceState {
   std::mutex mutex;
@@ -166,14 +179,18 @@ struct DeviceState {
   // Blocks freed while other streams may still use them, with one event per
   // such stream; a block returns to its pool once all its events completed.
   std::deque<std::pair<accinteEvent_t, Block*>> pending;
+  // Blocks freed while a stream that used them was capturing a graph: an
+  // event recorded there would be part of the graph, so the events are
+  // recorded once those streams stop capturing (see recordUses()).
+  std::deque<std::pair<Block*, std::unordered_set<c10::Stream>>> deferred;
   DeviceStats stats;
   // The cap of set_per_process_memory_fraction on reserved bytes.
   double fraction = 1.0;
   size_t allowed_max = std::numeric_limits<size_t>::max();
-  // The private pools of this device by id, and the threads whose
-  // allocations are routed to one, in the order the routes began.
+  // The private pools of this device by id, and what routes allocations
+  // to one, in the order the routes began.
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> pools;
-  std::vector<std::pair<c10::MempoolId_t, std::thread::id>> routes;
+  std::vector<PoolRoute> routes;
 };
 
 /** What the deleter of a pluggable allocator's memory needs to free it. */
@@ -263,7 +280,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     while (block == nullptr) {
       processEvents(state); // LITERALINCLUDE EMPHASIZE
       // LITERALINCLUDE EMPHASIZE NEXT 4
-      PrivatePool* routed = routedPool(state);
+      PrivatePool* routed = routedPool(state, stream);
       BlockPool& pool = size <= kSmallSize
                             ? (routed ? routed->small_pool : state.small_pool)
                             : (routed ? routed->large_pool : state.large_pool);
@@ -508,7 +525,19 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
     // LITERALINCLUDE EMPHASIZE NEXT
-    state.routes.emplace_back(id, std::this_thread::get_id());
+    state.routes.push_back({id, std::this_thread::get_id(), nullptr});
+  }
+
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                           AllocationFilter filter) {
+    TORCH_INTERNAL_ASSERT(filter != nullptr);
+    TORCH_CHECK(pluggable_.load() == nullptr,
+                "accinte: memory pools belong to the caching allocator, "
+                "and change_current_allocator replaced it");
+    createOrIncrefPool(device, id, nullptr);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.routes.push_back({id, std::thread::id(), std::move(filter)});
   }
 
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
@@ -517,14 +546,27 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     std::lock_guard<std::mutex> lock(state.mutex);
     const auto it = std::find_if(
         state.routes.begin(), state.routes.end(), [&](const auto& route) {
-          return route.first == id &&
-                 route.second == std::this_thread::get_id();
+          return route.id == id && !route.filter &&
+                 route.thread == std::this_thread::get_id();
         });
     TORCH_CHECK(it != state.routes.end(), "end of use_mem_pool: pool (",
                 id.first, ", ", id.second,
                 ") routes no allocations of this "
                 "thread on device ",
                 static_cast<int>(device));
+    state.routes.erase(it);
+  }
+
+  void endFilteredAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    const auto it = std::find_if(
+        state.routes.begin(), state.routes.end(), [&](const auto& route) {
+          return route.id == id && route.filter != nullptr;
+        });
+    TORCH_INTERNAL_ASSERT(it != state.routes.end(),
+                          "no filtered route to the pool ends");
     state.routes.erase(it);
   }
 
@@ -555,9 +597,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceState& state = *states_[device];
     std::lock_guard<std::mutex> lock(state.mutex);
     std::vector<c10::MempoolId_t> ids;
-    for (const auto& [id, thread] : state.routes) {
-      if (thread == std::this_thread::get_id()) {
-        ids.push_back(id);
+    for (const PoolRoute& route : state.routes) {
+      if (!route.filter && route.thread == std::this_thread::get_id()) {
+        ids.push_back(route.id);
       }
     }
     return ids;
@@ -681,17 +723,18 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH07_PROFILER
 
-  /** The private pool serving the calling thread, nullptr if none does.
+  /** The private pool serving an allocation of the calling thread on
+   * `stream`, nullptr if none does.
    * NB: the first route that matches wins, as on CUDA, so an inner
    * use_mem_pool of the same thread does not take over from an outer one. */
-  static PrivatePool* routedPool(DeviceState& state) {
+  static PrivatePool* routedPool(DeviceState& state, c10::Stream stream) {
     if (state.routes.empty()) {
       return nullptr;
     }
-    const std::thread::id self = std::this_thread::get_id();
-    for (const auto& [id, thread] : state.routes) {
-      if (thread == self) {
-        return state.pools.at(id).get();
+    const accinteStream_t native = nativeStream(stream);
+    for (const PoolRoute& route : state.routes) {
+      if (route.takes(native)) {
+        return state.pools.at(route.id).get();
       }
     }
     return nullptr;
@@ -810,7 +853,29 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
                                           nativeStream(stream));
       return *ptr == nullptr ? accinteErrorMemoryAllocation : accinteSuccess;
     }
-    return accinteMalloc(ptr, nbytes);
+    return mallocMaybeCapturing(nativeStream(stream), ptr, nbytes);
+  }
+
+  /**
+   * accinteMalloc for an allocation on `stream`. NB: while `stream` is
+   * capturing a graph (chapter 15), the calling thread switches to relaxed
+   * capture mode for this one call, as CUDA's allocator does: a blocking
+   * call is refused during a global capture, but the memory of a graph's
+   * pool is only reserved, never freed before the graph is gone, so no
+   * replay can see it change.
+   */
+  static accinteError_t mallocMaybeCapturing(accinteStream_t stream, void** ptr,
+                                             size_t nbytes) {
+    accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
+    if (accinteStreamIsCapturing(stream, &status) != accinteSuccess ||
+        status == accinteStreamCaptureStatusNone) {
+      return accinteMalloc(ptr, nbytes);
+    }
+    accinteStreamCaptureMode mode = accinteStreamCaptureModeRelaxed;
+    ACCINTE_CHECK(accinteThreadExchangeStreamCaptureMode(&mode));
+    const accinteError_t result = accinteMalloc(ptr, nbytes);
+    ACCINTE_CHECK(accinteThreadExchangeStreamCaptureMode(&mode));
+    return result;
   }
 
   /** What the out-of-memory message says of a cap, if one is set. */
@@ -992,6 +1057,19 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     // LITERALINCLUDE START: CH07_STREAM_EVENTS
     std::unordered_set<c10::Stream> uses;
     std::swap(uses, block->stream_uses);
+    if (anyCapturing(uses)) {
+      // NB: counted as one pending event until the events are recorded.
+      ++block->pending_events;
+      state.deferred.emplace_back(block, std::move(uses));
+      return;
+    }
+    recordUses(state, block, uses);
+  }
+
+  /** Records an event on each stream of `uses` that `block` waits for, and
+   * returns the block to its pool if there is none. */
+  static void recordUses(DeviceState& state, Block* block,
+                         const std::unordered_set<c10::Stream>& uses) {
     for (const c10::Stream& stream : uses) { // LITERALINCLUDE EMPHASIZE
       // An event on each other stream that used the block: it completes
       // when the work enqueued there so far, which may read or write the
@@ -1064,8 +1142,45 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
   // LITERALINCLUDE END: CH07_COALESCE
 
+  /** Whether a stream of `streams` is capturing a graph. */
+  static bool anyCapturing(const std::unordered_set<c10::Stream>& streams) {
+    for (const c10::Stream& stream : streams) {
+      accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
+      accinteStream_t native = nullptr;
+      try {
+        native = nativeStream(stream);
+      } catch (const c10::Error&) {
+        continue; // not a live stream: it captures nothing
+      }
+      if (accinteStreamIsCapturing(native, &status) == accinteSuccess &&
+          status != accinteStreamCaptureStatusNone) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Records the events of blocks freed during a capture once none of their
+   * streams captures any more. */
+  static void processDeferred(DeviceState& state) {
+    for (auto it = state.deferred.begin(); it != state.deferred.end();) {
+      if (anyCapturing(it->second)) {
+        ++it;
+        continue;
+      }
+      Block* block = it->first;
+      const std::unordered_set<c10::Stream> uses = std::move(it->second);
+      it = state.deferred.erase(it);
+      --block->pending_events;
+      recordUses(state, block, uses);
+    }
+  }
+
   /** Returns the blocks whose events have all completed to their pools. */
   static void processEvents(DeviceState& state) {
+    if (C10_UNLIKELY(!state.deferred.empty())) {
+      processDeferred(state);
+    }
     for (auto it = state.pending.begin(); it != state.pending.end();) {
       if (accinteEventQuery(it->first) == accinteErrorNotReady) {
         ++it;
@@ -1230,6 +1345,16 @@ void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
 
 void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
   CachingDeviceAllocator::instance().endAllocateToPool(device, id);
+}
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                         AllocationFilter filter) {
+  CachingDeviceAllocator::instance().beginAllocateToPool(device, id,
+                                                         std::move(filter));
+}
+
+void endFilteredAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  CachingDeviceAllocator::instance().endFilteredAllocateToPool(device, id);
 }
 
 void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -200,6 +201,28 @@ ACCINTE_EXPORT void beginAllocateToPool(
 /** Ends the routing of beginAllocateToPool() (the reference stays). */
 ACCINTE_EXPORT void endAllocateToPool(c10::DeviceIndex device,
                                       c10::MempoolId_t id);
+
+// LITERALINCLUDE START: CH07_FILTERED_ROUTES
+/** Which allocations a route takes, by the stream they are made on. */
+using AllocationFilter = std::function<bool(accinteStream_t stream)>;
+
+/**
+ * Routes to the pool `id` on `device` (created if it has no such pool yet)
+ * every allocation, of any thread, whose stream `filter` accepts, and takes
+ * a reference to the pool; as CUDA's `beginAllocateToPool` with a filter,
+ * which a graph's capture uses to give everything allocated on its
+ * capturing streams (the autograd engine's threads included) a pool of its
+ * own (chapter 15_graphs).
+ */
+ACCINTE_EXPORT void beginAllocateToPool(c10::DeviceIndex device,
+                                        c10::MempoolId_t id,
+                                        AllocationFilter filter);
+
+/** Ends the filtered route of beginAllocateToPool() to `id` (the reference
+ * stays). */
+ACCINTE_EXPORT void endFilteredAllocateToPool(c10::DeviceIndex device,
+                                              c10::MempoolId_t id);
+// LITERALINCLUDE END: CH07_FILTERED_ROUTES
 
 /** Drops a reference to pool `id` on `device`; at none, the pool's cached
  * segments go back to the device, the rest once their tensors are freed and

@@ -1,6 +1,7 @@
 // Chapter 08: the accinte generator, its (seed, offset) state, the default
 // generator of each device, and their registration with chapter 01's hooks.
 
+#include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/extensions.h>
 #include <01_minimal_ops/csrc/runtime.h>
 #include <08_generator/csrc/generator.h>
@@ -8,6 +9,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -101,9 +103,37 @@ PhiloxState reservePhilox(const std::optional<at::Generator>& generator,
   // gets the numbers by value, so nothing waits for the device while the
   // generator is held, and launches on other streams only take turns here.
   const std::lock_guard<std::mutex> lock(impl->mutex_);
+  if (C10_UNLIKELY(isCapturing(device.index()))) {
+    return reserveInCapture(*impl, kPhiloxOffsetPerLaunch);
+  }
   return impl->reserve(kPhiloxOffsetPerLaunch);
 }
 // LITERALINCLUDE END: CH08_GENERATOR_RESERVE
+
+namespace {
+std::atomic<PhiloxCaptureHook> capture_hook{nullptr};
+} // namespace
+
+void registerPhiloxCaptureHook(PhiloxCaptureHook hook) {
+  capture_hook.store(hook);
+}
+
+bool isCapturing(c10::DeviceIndex device) {
+  accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
+  ACCINTE_CHECK(
+      accinteStreamIsCapturing(nativeStream(currentStream(device)), &status));
+  return status != accinteStreamCaptureStatusNone;
+}
+
+PhiloxState reserveInCapture(AccinteGeneratorImpl& generator,
+                             uint64_t increment) {
+  const PhiloxCaptureHook hook = capture_hook.load();
+  TORCH_CHECK(hook != nullptr,
+              "accinte: a random operator cannot be captured into a graph "
+              "before chapter 15_graphs makes the generator capture-safe: its "
+              "numbers would repeat at every replay");
+  return hook(generator, increment);
+}
 
 AccinteGeneratorImpl* AccinteGeneratorImpl::clone_impl() const {
   auto* copy = new AccinteGeneratorImpl(device_.index(), seed_);

@@ -30,6 +30,19 @@ struct PhiloxState {
   uint64_t seed;
   /** Counts 32-bit random numbers already handed out per element. */
   uint64_t offset;
+  /**
+   * Device memory holding a (seed, offset) pair that the kernel reads when
+   * it runs, or nullptr. With it, `seed` is unused and `offset` counts from
+   * the offset read there: a launch captured into a graph draws new numbers
+   * at each replay (see PhiloxCaptureHook).
+   */
+  const uint64_t* device_state = nullptr;
+
+  /** The pointer to name in the launch, so that `device_state` is
+   * accessible while the kernel runs (nullptr: none). */
+  const void* buffer() const {
+    return device_state;
+  }
 };
 
 /**
@@ -52,13 +65,17 @@ constexpr uint64_t kPhiloxOffsetPerLaunch = 4; // LITERALINCLUDE EMPHASIZE
  * generator share a block until its offset wraps around 2^64.
  */
 inline PhiloxBlock philoxElement(const PhiloxState& state, uint64_t index) {
+  const uint64_t seed =
+      state.device_state != nullptr ? state.device_state[0] : state.seed;
+  const uint64_t offset = state.device_state != nullptr
+                              ? state.device_state[1] + state.offset
+                              : state.offset;
   // LITERALINCLUDE EMPHASIZE NEXT 4
-  const uint64_t row = state.offset / kPhiloxOffsetPerLaunch;
+  const uint64_t row = offset / kPhiloxOffsetPerLaunch;
   return philox4x32_10(
       {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
        static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32)},
-      {static_cast<uint32_t>(state.seed),
-       static_cast<uint32_t>(state.seed >> 32)});
+      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
 }
 // LITERALINCLUDE END: CH08_PHILOX_ELEMENT
 
@@ -111,6 +128,24 @@ class AccinteGeneratorImpl final : public c10::GeneratorImpl {
 };
 // LITERALINCLUDE END: CH08_GENERATOR_CLASS
 
+// LITERALINCLUDE START: CH08_CAPTURE_HOOK
+/**
+ * Reserves the random numbers of a launch enqueued on a stream that is being
+ * captured into a graph (chapter 15_graphs): returns a PhiloxState whose
+ * `device_state` the graph fills before each replay, and leaves the
+ * generator's own offset alone. Called with the generator's `mutex_` held.
+ */
+using PhiloxCaptureHook = PhiloxState (*)(AccinteGeneratorImpl& generator,
+                                          uint64_t increment);
+
+/**
+ * Installs the hook reservePhilox() calls for launches on a capturing
+ * stream. Until one is installed, such a launch raises: numbers reserved by
+ * value would repeat at every replay of the graph, silently.
+ */
+ACCINTE_EXPORT void registerPhiloxCaptureHook(PhiloxCaptureHook hook);
+// LITERALINCLUDE END: CH08_CAPTURE_HOOK
+
 /** Number of bytes of an accinte generator state. */
 constexpr int64_t kGeneratorStateBytes = 16;
 
@@ -122,6 +157,15 @@ constexpr int64_t kGeneratorStateBytes = 16;
  */
 PhiloxState reservePhilox(const std::optional<at::Generator>& generator,
                           const c10::Device& device);
+
+/** Whether the current stream of `device` is capturing a graph. */
+bool isCapturing(c10::DeviceIndex device);
+
+/** The (seed, offset) of a launch on a capturing stream, from the hook of
+ * registerPhiloxCaptureHook(); raises if none is installed. The caller holds
+ * `generator`'s `mutex_`. */
+PhiloxState reserveInCapture(AccinteGeneratorImpl& generator,
+                             uint64_t increment);
 
 /** The default generator of `device` (-1: the current device). */
 ACCINTE_EXPORT const at::Generator& defaultGenerator(c10::DeviceIndex device);

@@ -92,7 +92,8 @@ void launchElementwise(const at::TensorBase& self,
   const PhiloxState philox = reservePhilox(generator, self.device());
   const KernelTensor target{at::Tensor(self)};
   launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
-      self.device().index(), {target.buffer()}, [target, philox, sample] {
+      self.device().index(), {target.buffer(), philox.buffer()},
+      [target, philox, sample] {
         at::Tensor out = target.cpuView();
         at::Tensor dense =
             out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
@@ -287,7 +288,8 @@ void bernoulliTensorKernel(const at::TensorBase& self, const at::TensorBase& p_,
       at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "bernoulli_",
       [&] {
         launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
-            self.device().index(), {target.buffer(), probabilities.buffer()},
+            self.device().index(),
+            {target.buffer(), probabilities.buffer(), philox.buffer()},
             [target, probabilities, philox] {
               const at::Tensor chances =
                   probabilities.cpuView().to(at::kDouble).contiguous();
@@ -341,7 +343,8 @@ void multinomialKernel(at::Tensor& result, const at::Tensor& self,
   const KernelTensor target(result);
   const KernelTensor weights(self);
   launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
-      self.device().index(), {target.buffer(), weights.buffer()},
+      self.device().index(),
+      {target.buffer(), weights.buffer(), philox.buffer()},
       [target, weights, philox, n_sample, categories] {
         const at::Tensor cumulative = weights.cpuView()
                                           .to(at::kDouble)
@@ -418,7 +421,8 @@ at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator,
   const PhiloxState philox = reservePhilox(generator, out.device());
   const KernelTensor target(out);
   launchOnCurrentStream(
-      out.device().index(), {target.buffer()}, [target, philox, n] {
+      out.device().index(), {target.buffer(), philox.buffer()},
+      [target, philox, n] {
         at::Tensor keys = at::empty({n}, at::kLong);
         auto* key = keys.mutable_data_ptr<int64_t>();
         at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
@@ -474,7 +478,7 @@ std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input,
         using acc_t = at::opmath_type<scalar_t>;
         launchOnCurrentStream( // LITERALINCLUDE EMPHASIZE
             input.device().index(),
-            {source.buffer(), result.buffer(), kept.buffer()},
+            {source.buffer(), result.buffer(), kept.buffer(), philox.buffer()},
             [source, result, kept, philox, keep, scale] {
               const at::Tensor values = source.cpuView().contiguous();
               const at::Tensor out = result.cpuView();
