@@ -342,3 +342,24 @@ def test_another_threads_allocation_during_a_global_capture():
             capture()
             assert errors == []
         torch.accinte.empty_cache()
+
+
+def test_reduce_overhead_does_not_yet_graph_accinte():
+    """Pins today's behaviour: Inductor's cudagraph trees run for CUDA only
+    (``check_multiple_devices_or_any_cpu_nodes`` accepts a lone "cuda"
+    device), so ``mode="reduce-overhead"`` on accinte counts one skip and
+    runs the compiled code without graphs. When a release routes them
+    through the device interface (pytorch/pytorch#191906), this fails, and
+    the chapter's page is to be updated."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        compiled = torch.compile(lambda x: (x * 2).relu() + 1, mode="reduce-overhead")
+        x = torch.linspace(-1, 1, 8)
+        assert_close(compiled(x.to("accinte")).cpu(), (x * 2).relu() + 1)
+        assert counters["inductor"]["cudagraph_skips"] == 1
+    finally:
+        torch._dynamo.reset()
+        counters.clear()

@@ -258,6 +258,13 @@ accinteStream_t nativeStream(const c10::Stream& stream) {
   return streamRegistry().lookup(stream);
 }
 
+bool isCapturing(c10::DeviceIndex index) {
+  accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
+  ACCINTE_CHECK(
+      accinteStreamIsCapturing(nativeStream(currentStream(index)), &status));
+  return status != accinteStreamCaptureStatusNone;
+}
+
 void copyDeviceMemoryOnCurrentStream(void* dest, const void* src,
                                      size_t count) {
   accintePointerAttributes attributes{};

@@ -86,6 +86,11 @@ ACCINTE_EXPORT c10::Stream newStream(c10::DeviceIndex index, int priority);
 ACCINTE_EXPORT c10::Stream streamFromPool(c10::DeviceIndex index,
                                           bool high_priority);
 
+/** Whether the calling thread's current stream on `index` is capturing a
+ * graph (chapter 15_graphs): work enqueued there is recorded, not run, and
+ * calls that wait for the device are refused. */
+ACCINTE_EXPORT bool isCapturing(c10::DeviceIndex index);
+
 /** The emulator handle behind a `c10::Stream` of this backend. */
 ACCINTE_EXPORT accinteStream_t nativeStream(const c10::Stream& stream);
 

@@ -1,6 +1,7 @@
 #include <02_fallback/csrc/fallback.h>
 
 #include <01_minimal_ops/csrc/extensions.h>
+#include <01_minimal_ops/csrc/runtime.h>
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
@@ -340,7 +341,19 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const UndeclaredWriteBack undeclared(op, stack);
   // Copies the inputs to the host, runs the CPU kernel, copies the results
   // back (and writes in-place and out= results into the original tensors).
-  at::native::cpu_fallback(op, stack);
+  try {
+    at::native::cpu_fallback(op, stack);
+  } catch (const c10::AcceleratorError& error) {
+    // NB: the copies wait for the device, which a stream being captured
+    // into a graph refuses; the error names the operator to give a kernel.
+    TORCH_CHECK(!device.has_value() || !isCapturing(device->index()),
+                "accinte: '", schema.operator_name(),
+                "' has no accinte kernel, and the CPU fallback's copies "
+                "cannot be captured into a graph (chapter 15_graphs); it "
+                "needs a native kernel (chapter 09_native_kernels). ",
+                error.what_without_backtrace());
+    throw;
+  }
   undeclared.writeBack();
   if (device.has_value() && !device_argument) {
     moveResultsTo(op, stack, *device);

@@ -1,7 +1,6 @@
 // Chapter 08: the accinte generator, its (seed, offset) state, the default
 // generator of each device, and their registration with chapter 01's hooks.
 
-#include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/extensions.h>
 #include <01_minimal_ops/csrc/runtime.h>
 #include <08_generator/csrc/generator.h>
@@ -116,13 +115,6 @@ std::atomic<PhiloxCaptureHook> capture_hook{nullptr};
 
 void registerPhiloxCaptureHook(PhiloxCaptureHook hook) {
   capture_hook.store(hook);
-}
-
-bool isCapturing(c10::DeviceIndex device) {
-  accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
-  ACCINTE_CHECK(
-      accinteStreamIsCapturing(nativeStream(currentStream(device)), &status));
-  return status != accinteStreamCaptureStatusNone;
 }
 
 PhiloxState reserveInCapture(AccinteGeneratorImpl& generator,

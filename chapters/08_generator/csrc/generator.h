@@ -158,9 +158,6 @@ constexpr int64_t kGeneratorStateBytes = 16;
 PhiloxState reservePhilox(const std::optional<at::Generator>& generator,
                           const c10::Device& device);
 
-/** Whether the current stream of `device` is capturing a graph. */
-bool isCapturing(c10::DeviceIndex device);
-
 /** The (seed, offset) of a launch on a capturing stream, from the hook of
  * registerPhiloxCaptureHook(); raises if none is installed. The caller holds
  * `generator`'s `mutex_`. */

@@ -125,10 +125,6 @@ size_t capturesUnderway() {
   return captures.by_id.size();
 }
 
-bool isCurrentStreamCapturing() {
-  return captureId(nativeStream(currentStream(currentDevice()))) != 0;
-}
-
 AccinteGraph::AccinteGraph(const at::GraphImplArgs& args)
     : keep_graph_(args.keep_graph) {}
 

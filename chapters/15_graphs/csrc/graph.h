@@ -99,7 +99,4 @@ ACCINTE_EXPORT c10::MempoolId_t newGraphPoolId();
 /** How many graphs of the process are capturing. */
 ACCINTE_EXPORT size_t capturesUnderway();
 
-/** Whether the current stream of the current device is capturing. */
-ACCINTE_EXPORT bool isCurrentStreamCapturing();
-
 } // namespace accinte

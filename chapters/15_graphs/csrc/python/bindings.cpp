@@ -2,6 +2,7 @@
 // torch.accinte.AccinteGraph, pool handles and the capture status.
 
 #include <01_minimal_ops/csrc/python/bindings.h>
+#include <01_minimal_ops/csrc/runtime.h>
 #include <15_graphs/csrc/graph.h>
 
 #include <memory>
@@ -67,8 +68,10 @@ void bindChapter15(py::module_& m) {
         "A fresh id for a graph's private memory pool.");
   m.def("_captures_underway", &capturesUnderway,
         "How many graphs of the process are capturing.");
-  m.def("_is_current_stream_capturing", &isCurrentStreamCapturing,
-        "Whether the current stream of the current device is capturing.");
+  m.def(
+      "_is_current_stream_capturing",
+      [] { return isCapturing(currentDevice()); },
+      "Whether the current stream of the current device is capturing.");
 }
 
 const BindingRegistrar registrar("15_graphs", &bindChapter15);
