@@ -148,7 +148,6 @@ TALL_PAGES = {
     "chapters/12_profiler/README.html": "chapter 12: split pending",
     "chapters/13_compile/README.html": "chapter 13: split pending",
     "chapters/14_ipc/README.html": "chapter 14: split pending",
-    "docs/emulator.html": "the emulator's page: split pending",
     "docs/porting.html": "the porting page: split pending",
     "docs/reliability.html": "the reliability page: split pending",
     "docs/api.html": "the C++ API reference: split pending (a page per chapter)",

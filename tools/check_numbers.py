@@ -52,9 +52,9 @@ import bench_report  # noqa: E402  (standard library only)
 DEFAULT_SNAPSHOT = "docs/output/bench_results.json"
 
 #: The pages whose numbers with units need not be marked (see the docstring),
-#: by path or directory: the emulator's page quotes its settings (a spin of
-#: 50 µs), and chapter 09's pages are being split, to be marked when they are.
-NOT_LINTED = ("docs/emulator.md",)
+#: by path or directory: the emulator's pages that quote its settings (a spin
+#: of 50 µs, a futex wait of 50 ms, buckets of 10 ms).
+NOT_LINTED = ("docs/emulator/streams.md", "docs/emulator/ipc.md", "docs/emulator/telemetry.md")
 
 #: The generated roles and the field of a benchmark each prints.
 GENERATED = {"bench-time": "accinte_seconds", "bench-cpu-time": "cpu_seconds",
@@ -245,10 +245,16 @@ def check_page(page: Path, root: Path, snapshots: Snapshots, lint: bool) -> List
 
 
 def pages(root: Path) -> List[Path]:
-    """The guide's pages: the front page, docs/ and the chapters'."""
-    found = [root / "index.md", *sorted((root / "docs").glob("*.md")),
-             *sorted((root / "chapters").glob("*/*.md"))]
+    """The guide's pages: the front page, docs/ (with its subdirectories, such
+    as the emulator's pages in docs/emulator/) and the chapters'."""
+    docs = sorted(page for page in (root / "docs").rglob("*.md")
+                  if not SKIPPED_DIRS & set(page.relative_to(root / "docs").parts[:-1]))
+    found = [root / "index.md", *docs, *sorted((root / "chapters").glob("*/*.md"))]
     return [page for page in found if page.is_file()]
+
+
+#: Directories under docs/ that hold no pages (conf.py's exclude_patterns).
+SKIPPED_DIRS = {"output", "build", "_build", "_static", "_ext"}
 
 
 def linted(rel: str, not_linted: Tuple[str, ...] = NOT_LINTED) -> bool:
@@ -335,12 +341,24 @@ def self_test() -> int:
             if not ok:
                 failures += 1
                 print(f"FAIL {text!r}: expected {expected}, got {got}")
-    for rel, expected in (("docs/performance.md", True), ("docs/emulator.md", False),
-                          ("chapters/09_native_kernels/attention.md", True),
-                          ("chapters/01_minimal_ops/README.md", True)):
+    linted_cases = (("docs/performance.md", True), ("docs/emulator.md", True),
+                    ("docs/emulator/streams.md", False), ("docs/emulator/memory.md", True),
+                    ("chapters/09_native_kernels/attention.md", True),
+                    ("chapters/01_minimal_ops/README.md", True))
+    for rel, expected in linted_cases:
         if linted(rel) != expected:
             failures += 1
             print(f"FAIL linted({rel!r}) is {not expected}")
+    # A page in a subdirectory of docs/ is read; Markdown under docs/output/ is not.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel in ("docs/a.md", "docs/emulator/b.md", "docs/output/c.md"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("# Page\n", encoding="utf-8")
+        found = [page.relative_to(root).as_posix() for page in pages(root)]
+        if found != ["docs/a.md", "docs/emulator/b.md"]:
+            failures += 1
+            print(f"FAIL pages() found {found}")
     # A wrong number on a real page is caught end to end: a copy of the
     # guide's performance page with one generated number replaced by a
     # checked, wrong one.
@@ -358,7 +376,8 @@ def self_test() -> int:
         if target not in text or len(got) != 1 or "'19 µs' disagrees" not in got[0].message:
             failures += 1
             print(f"FAIL the performance page with a wrong number: got {[str(p) for p in got]}")
-    total = len(cases) + 4 + 1
+    # The cases, the pages linted or not, pages(), the wrong number end to end.
+    total = len(cases) + len(linted_cases) + 1 + 1
     print(f"check_numbers self-test: {total - failures} of {total} passed")
     return 1 if failures else 0
 

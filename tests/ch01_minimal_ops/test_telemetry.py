@@ -1,7 +1,7 @@
 """Device telemetry: ``torch.accinte.utilization``, ``memory_usage``,
 ``clock_rate``, ``temperature`` and ``power_draw``, held to what
 ``torch.cuda`` documents for its own and to the emulator's model
-(docs/emulator.md, "Device telemetry").
+(docs/emulator/telemetry.md, "Device telemetry").
 
 NB: the utilization rates cover the last second. A rate that must rise or
 fall is polled until it does, within a bound far above that second; nothing
