@@ -22,7 +22,8 @@ Python API page from it.
 
 #: Why a name is CUDA's alone: the reason's key and its sentence on the page.
 REASONS = {
-    "graphs": "CUDA graphs: capturing and replaying streams of kernels",
+    "graphs": "the annotations and exports of CUDA's own graph format "
+              "(accinte's graphs are chapter 15's)",
     "nccl": "NCCL, NVIDIA's collective library (accinte's is chapter 11's "
             "`accl` backend of {py:mod}`torch.distributed`)",
     "nvtx": "NVTX ranges for NVIDIA's profilers",
@@ -129,12 +130,20 @@ APPLICABLE = {
     "set_rng_state_all": "08_generator",
     # Memory shared between processes: chapter 14.
     "ipc_collect": "14_ipc",
+    # Graphs: chapter 15.
+    "CUDAGraph": "15_graphs",
+    "graph": "15_graphs",
+    "graph_pool_handle": "15_graphs",
+    "graphs": "15_graphs",
+    "is_current_stream_capturing": "15_graphs",
+    "make_graphed_callables": "15_graphs",
 }
 
 #: Applicable names whose ``torch.accinte`` counterpart is named after the
 #: device rather than after CUDA.
 RENAMED = {
     "CUDAPluggableAllocator": "AccintePluggableAllocator",
+    "CUDAGraph": "AccinteGraph",
 }
 
 
@@ -145,15 +154,9 @@ def counterpart(name: str) -> str:
 
 #: CUDA-only name -> its reason, a key of :data:`REASONS`.
 CUDA_ONLY = {
-    "CUDAGraph": "graphs",
     "export_dot": "graphs",
     "export_graph_data": "graphs",
-    "graph": "graphs",
     "graph_annotations": "graphs",
-    "graph_pool_handle": "graphs",
-    "graphs": "graphs",
-    "is_current_stream_capturing": "graphs",
-    "make_graphed_callables": "graphs",
     "comm": "nccl",
     "nccl": "nccl",
     "nvtx": "nvtx",
