@@ -230,18 +230,6 @@ accinteError_t Capture::end(std::shared_ptr<const GraphBody>* body) {
   return accinteSuccess;
 }
 
-std::vector<AllocationRef> deviceAllocations(
-    std::initializer_list<const void*> pointers) {
-  std::vector<AllocationRef> refs;
-  for (const void* pointer : pointers) {
-    const auto info = MemoryRegistry::instance().find(pointer);
-    if (info && info->type == accinteMemoryTypeDevice) {
-      refs.push_back(info->ref);
-    }
-  }
-  return refs;
-}
-
 accinteError_t checkBlockingAllowed() {
   if (ActiveCaptures::instance().none()) {
     return accinteSuccess;
