@@ -301,24 +301,25 @@ accinteError_t accinteMemcpyAsync(void* dst, const void* src, size_t count,
   }
   auto activity = copyActivity(call, plan, *resolved);
   const BusyMark busy = copyBusy(plan);
-  const auto describe = [kind = activityKind(plan), srcDevice = plan.srcDevice,
-                         dstDevice = plan.dstDevice, bytes = plan.count, dst,
-                         src] {
-    NodeInfo info;
-    info.kind = accinteActivityKindMemcpy;
-    info.memcpyKind = kind;
-    info.name = kMemcpyNames[kind];
-    info.srcDevice = srcDevice;
-    info.dstDevice = dstDevice;
-    info.bytes = bytes;
-    info.allocations = deviceAllocations({dst, src});
-    return info;
-  };
+  // NB: the node of a captured copy is described before the operation takes
+  // the plan; the plan's allocations are copied for it only then.
+  const std::shared_ptr<Capture> capture = resolved->capture();
+  NodeInfo node;
+  if (capture) {
+    node.kind = accinteActivityKindMemcpy;
+    node.memcpyKind = activityKind(plan);
+    node.name = kMemcpyNames[node.memcpyKind];
+    node.srcDevice = plan.srcDevice;
+    node.dstDevice = plan.dstDevice;
+    node.bytes = plan.count;
+    node.allocations = plan.refs;
+  }
   auto operation =
       makeOperation([plan = std::move(plan)] { return runCopy(plan); });
   operation->setBusy(busy);
   operation->setActivity(std::move(activity));
-  return submit(*resolved, std::move(operation), describe);
+  return submit(*resolved, capture, std::move(operation),
+                [&] { return std::move(node); });
 }
 
 accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
@@ -354,7 +355,7 @@ accinteError_t accinteMemsetAsync(void* dst, int value, size_t count,
         accinteActivityKindMemset, accinteActivityMemcpyNone, "Memset",
         resolved->handle(), resolved->device(), -1, info->device, count));
   }
-  return submit(*resolved, std::move(operation), [&] {
+  return submit(*resolved, resolved->capture(), std::move(operation), [&] {
     NodeInfo node;
     node.kind = accinteActivityKindMemset;
     node.name = "Memset";

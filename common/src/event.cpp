@@ -23,14 +23,6 @@ namespace accinte::emulator {
 
 namespace {
 
-accinteEvent_t toEventHandle(uintptr_t value) {
-  return reinterpret_cast<accinteEvent_t>(value);
-}
-
-uintptr_t fromEventHandle(accinteEvent_t handle) {
-  return reinterpret_cast<uintptr_t>(handle);
-}
-
 /** The size of an interprocess event's shared state: one page. */
 size_t sharedPageSize() {
   return static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -521,43 +513,30 @@ accinteError_t EventRegistry::create(unsigned int flags,
   if ((flags & accinteEventInterprocess) != 0) {
     ACCINTE_RETURN_IF_ERROR(SharedEventState::create(&shared));
   }
-  const uintptr_t value = newHandleValue();
-  auto event = std::make_shared<Event>(flags, std::move(shared));
-  std::lock_guard<std::mutex> lock(mutex_);
-  events_.emplace(value, std::move(event));
-  *handle = toEventHandle(value);
+  *handle = events_.add(std::make_shared<Event>(flags, std::move(shared)));
   return accinteSuccess;
 }
 
 accinteError_t EventRegistry::add(std::shared_ptr<Event> event,
                                   accinteEvent_t* handle) {
   markInitialised();
-  const uintptr_t value = newHandleValue();
-  std::lock_guard<std::mutex> lock(mutex_);
-  events_.emplace(value, std::move(event));
-  *handle = toEventHandle(value);
+  *handle = events_.add(std::move(event));
   return accinteSuccess;
 }
 
 accinteError_t EventRegistry::resolve(accinteEvent_t handle,
                                       std::shared_ptr<Event>* event) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = events_.find(fromEventHandle(handle));
-  if (it == events_.end()) {
+  auto found = events_.find(handle);
+  if (!found) {
     return accinteErrorInvalidResourceHandle;
   }
-  *event = it->second;
+  *event = std::move(found);
   return accinteSuccess;
 }
 
 accinteError_t EventRegistry::destroy(accinteEvent_t handle) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = events_.find(fromEventHandle(handle));
-  if (it == events_.end()) {
-    return accinteErrorInvalidResourceHandle;
-  }
-  events_.erase(it);
-  return accinteSuccess;
+  return events_.remove(handle) ? accinteSuccess
+                                : accinteErrorInvalidResourceHandle;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "failure.h"
+#include "handle_table.h"
 #include "spin.h"
 
 #include <accinte/runtime.h>
@@ -11,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 
 namespace accinte::emulator {
@@ -272,8 +272,7 @@ class EventRegistry {
  private:
   EventRegistry() = default;
 
-  std::mutex mutex_;
-  std::unordered_map<uintptr_t, std::shared_ptr<Event>> events_;
+  HandleTable<accinteEvent_t, Event> events_;
 };
 
 } // namespace accinte::emulator

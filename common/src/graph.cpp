@@ -1,6 +1,7 @@
 #include "graph.h"
 
 #include "event.h"
+#include "handle_table.h"
 #include "lifecycle.h"
 #include "telemetry.h"
 #include "trace.h"
@@ -229,18 +230,6 @@ accinteError_t Capture::end(std::shared_ptr<const GraphBody>* body) {
   return accinteSuccess;
 }
 
-std::vector<AllocationRef> deviceAllocations(
-    std::initializer_list<const void*> pointers) {
-  std::vector<AllocationRef> refs;
-  for (const void* pointer : pointers) {
-    const auto info = MemoryRegistry::instance().find(pointer);
-    if (info && info->type == accinteMemoryTypeDevice) {
-      refs.push_back(info->ref);
-    }
-  }
-  return refs;
-}
-
 accinteError_t checkBlockingAllowed() {
   if (ActiveCaptures::instance().none()) {
     return accinteSuccess;
@@ -275,72 +264,15 @@ struct GraphExec {
 };
 
 /** Every live graph and executable graph of the process, by handle. */
-class GraphRegistry {
- public:
+struct GraphRegistry {
   static GraphRegistry& instance() {
     // NB: leaked on purpose, see MemoryRegistry::instance().
     static GraphRegistry* registry = new GraphRegistry();
     return *registry;
   }
 
-  accinteGraph_t addGraph(std::shared_ptr<const GraphBody> body) {
-    const uintptr_t value = newHandleValue();
-    std::lock_guard<std::mutex> lock(mutex_);
-    graphs_.emplace(value, std::move(body));
-    return reinterpret_cast<accinteGraph_t>(value);
-  }
-
-  std::shared_ptr<const GraphBody> graph(accinteGraph_t handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = graphs_.find(reinterpret_cast<uintptr_t>(handle));
-    return it == graphs_.end() ? nullptr : it->second;
-  }
-
-  /** Forgets a graph; false if unknown. NB: its body is released after the
-   * lock, so kernels' deleters never run under it. */
-  bool removeGraph(accinteGraph_t handle) {
-    std::shared_ptr<const GraphBody> body;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = graphs_.find(reinterpret_cast<uintptr_t>(handle));
-    if (it == graphs_.end()) {
-      return false;
-    }
-    body = std::move(it->second);
-    graphs_.erase(it);
-    return true;
-  }
-
-  accinteGraphExec_t addExec(std::shared_ptr<GraphExec> exec) {
-    const uintptr_t value = newHandleValue();
-    std::lock_guard<std::mutex> lock(mutex_);
-    execs_.emplace(value, std::move(exec));
-    return reinterpret_cast<accinteGraphExec_t>(value);
-  }
-
-  std::shared_ptr<GraphExec> exec(accinteGraphExec_t handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = execs_.find(reinterpret_cast<uintptr_t>(handle));
-    return it == execs_.end() ? nullptr : it->second;
-  }
-
-  bool removeExec(accinteGraphExec_t handle) {
-    std::shared_ptr<GraphExec> exec;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = execs_.find(reinterpret_cast<uintptr_t>(handle));
-    if (it == execs_.end()) {
-      return false;
-    }
-    exec = std::move(it->second);
-    execs_.erase(it);
-    return true;
-  }
-
- private:
-  GraphRegistry() = default;
-
-  std::mutex mutex_;
-  std::unordered_map<uintptr_t, std::shared_ptr<const GraphBody>> graphs_;
-  std::unordered_map<uintptr_t, std::shared_ptr<GraphExec>> execs_;
+  HandleTable<accinteGraph_t, const GraphBody> graphs;
+  HandleTable<accinteGraphExec_t, GraphExec> execs;
 };
 
 /** Runs every node of `body` in order; see accinteGraphLaunch(). `activities`
@@ -456,7 +388,7 @@ accinteError_t accinteStreamEndCapture(accinteStream_t stream,
   *graph = nullptr;
   std::shared_ptr<const GraphBody> body;
   ACCINTE_RETURN_IF_ERROR(capture->end(&body));
-  *graph = GraphRegistry::instance().addGraph(std::move(body));
+  *graph = GraphRegistry::instance().graphs.add(std::move(body));
   return accinteSuccess;
 }
 
@@ -500,7 +432,7 @@ accinteError_t accinteGraphGetNodeCount(accinteGraph_t graph, size_t* count) {
   if (count == nullptr) {
     return accinteErrorInvalidValue;
   }
-  const auto body = GraphRegistry::instance().graph(graph);
+  const auto body = GraphRegistry::instance().graphs.find(graph);
   if (!body) {
     return accinteErrorInvalidResourceHandle;
   }
@@ -514,7 +446,7 @@ accinteError_t accinteGraphDebugDotPrint(accinteGraph_t graph,
   if (path == nullptr) {
     return accinteErrorInvalidValue;
   }
-  const auto body = GraphRegistry::instance().graph(graph);
+  const auto body = GraphRegistry::instance().graphs.find(graph);
   if (!body) {
     return accinteErrorInvalidResourceHandle;
   }
@@ -548,13 +480,13 @@ accinteError_t accinteGraphInstantiate(accinteGraphExec_t* exec,
   if (exec == nullptr) {
     return accinteErrorInvalidValue;
   }
-  auto body = GraphRegistry::instance().graph(graph);
+  auto body = GraphRegistry::instance().graphs.find(graph);
   if (!body) {
     return accinteErrorInvalidResourceHandle;
   }
   auto instance = std::make_shared<GraphExec>();
   instance->body = std::move(body);
-  *exec = GraphRegistry::instance().addExec(std::move(instance));
+  *exec = GraphRegistry::instance().execs.add(std::move(instance));
   return accinteSuccess;
 }
 
@@ -563,7 +495,7 @@ accinteError_t accinteGraphLaunch(accinteGraphExec_t exec,
                                   accinteStream_t stream) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
   const TracedCall call("accinteGraphLaunch");
-  const auto instance = GraphRegistry::instance().exec(exec);
+  const auto instance = GraphRegistry::instance().execs.find(exec);
   if (!instance) {
     return accinteErrorInvalidResourceHandle;
   }
@@ -615,14 +547,14 @@ accinteError_t accinteGraphLaunch(accinteGraphExec_t exec,
 
 accinteError_t accinteGraphExecDestroy(accinteGraphExec_t exec) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
-  return GraphRegistry::instance().removeExec(exec)
+  return GraphRegistry::instance().execs.remove(exec)
              ? accinteSuccess
              : accinteErrorInvalidResourceHandle;
 }
 
 accinteError_t accinteGraphDestroy(accinteGraph_t graph) {
   ACCINTE_RETURN_IF_ERROR(checkUsable());
-  return GraphRegistry::instance().removeGraph(graph)
+  return GraphRegistry::instance().graphs.remove(graph)
              ? accinteSuccess
              : accinteErrorInvalidResourceHandle;
 }

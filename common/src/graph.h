@@ -6,7 +6,6 @@
 #include <accinte/runtime.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -143,16 +142,20 @@ struct CapturedRecord {
 };
 
 /**
- * Enqueues `operation` on `stream`, or, while `stream` captures, adds it
- * to the capture as a node (`describe()` makes its NodeInfo; called only
- * then). Any activity record set on the operation is dropped when it is
- * captured: its launches are traced instead.
+ * Enqueues `operation` on `stream`, or, if `capture` (what `stream.capture()`
+ * returned) is not null, adds it to the capture as a node (`describe()` makes
+ * its NodeInfo; called only then). Any activity record set on the operation
+ * is dropped when it is captured: its launches are traced instead.
+ *
+ * NB: the caller reads `stream.capture()` once, before it builds the
+ * operation, so that what it keeps aside for the node (a kernel's open
+ * allocations) and what happens here follow the same reading.
  */
 // LITERALINCLUDE START: EMULATOR_CAPTURE_SUBMIT
 template <typename Describe>
-accinteError_t submit(Stream& stream, std::unique_ptr<Operation> operation,
+accinteError_t submit(Stream& stream, const std::shared_ptr<Capture>& capture,
+                      std::unique_ptr<Operation> operation,
                       Describe&& describe) {
-  const std::shared_ptr<Capture> capture = stream.capture();
   if (!capture) {
     stream.enqueue(std::move(operation));
     return accinteSuccess;
@@ -161,11 +164,6 @@ accinteError_t submit(Stream& stream, std::unique_ptr<Operation> operation,
   return capture->addNode(stream, std::move(operation), describe());
 }
 // LITERALINCLUDE END: EMULATOR_CAPTURE_SUBMIT
-
-/** The device allocations the pointers of `pointers` point into; host and
- * unknown pointers are left out. For a NodeInfo. */
-std::vector<AllocationRef> deviceAllocations(
-    std::initializer_list<const void*> pointers);
 
 /**
  * For a *blocking* call (see ::accinteStreamCaptureMode): while a capture

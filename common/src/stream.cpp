@@ -622,6 +622,13 @@ accinteError_t accinteLaunchKernelNamed(accinteStream_t stream,
     }
     refs.push_back(info->ref);
   }
+  // NB: a captured kernel's node opens the same allocations; they are copied
+  // for it before the operation takes them, and only if it is captured.
+  const std::shared_ptr<Capture> capture = resolved->capture();
+  std::vector<AllocationRef> nodeRefs;
+  if (capture) {
+    nodeRefs = refs;
+  }
   auto operation = makeOperation(
       [fn, arguments = std::move(arguments), refs = std::move(refs)]() {
         // LITERALINCLUDE EMPHASIZE NEXT 2
@@ -640,12 +647,10 @@ accinteError_t accinteLaunchKernelNamed(accinteStream_t stream,
                   resolved->handle(), resolved->device(), -1, -1, 0));
   }
   // LITERALINCLUDE EMPHASIZE NEXT
-  return submit(*resolved, std::move(operation), [&] {
+  return submit(*resolved, capture, std::move(operation), [&] {
     NodeInfo info;
     info.name = name != nullptr ? name : "kernel";
-    for (size_t i = 0; i < num_buffers; ++i) {
-      info.allocations.push_back(deviceAllocations({buffers[i]}).front());
-    }
+    info.allocations = std::move(nodeRefs);
     return info;
   });
 }

@@ -546,6 +546,58 @@ TEST(Graph, ALaunchNeverTouchesMemoryFreedAfterTheCapture) {
   ASSERT_OK(accinteGraphExecDestroy(exec));
 }
 
+/** True if the first byte at `p` can be read now. NB: probed through a pipe,
+ * so memory that is not open makes write() fail with EFAULT instead of
+ * faulting. */
+bool readable(const void* p) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    throw std::runtime_error("pipe() failed");
+  }
+  const ssize_t written = ::write(fds[1], p, 1);
+  close(fds[0]);
+  close(fds[1]);
+  return written == 1;
+}
+
+TEST(Graph, ALaunchOpensWhatItsNodesNameBeforeItsFirstNode) {
+  Stream s;
+  DeviceBuffer kernelBuffer(sizeof(int64_t));
+  DeviceBuffer copySource(sizeof(int64_t));
+  DeviceBuffer copyDestination(sizeof(int64_t));
+  DeviceBuffer memsetBuffer(sizeof(int64_t));
+  const std::vector<const void*> named = {kernelBuffer.ptr(), copySource.ptr(),
+                                          copyDestination.ptr(),
+                                          memsetBuffer.ptr()};
+  std::vector<bool> open;
+  // A kernel that names nothing and sees which allocations are open.
+  const auto probe = [&] {
+    open.clear();
+    for (const void* p : named) {
+      open.push_back(readable(p));
+    }
+  };
+  ASSERT_OK(accinte::launchKernel(s.get(), nullptr, 0, probe));
+  ASSERT_OK(accinteStreamSynchronize(s.get()));
+  EXPECT_EQ(open, std::vector<bool>(named.size(), false))
+      << "memory no running operation names is closed";
+
+  ASSERT_OK(accinteStreamBeginCapture(s.get(), accinteStreamCaptureModeGlobal));
+  ASSERT_OK(accinte::launchKernel(s.get(), nullptr, 0, probe));
+  ASSERT_OK(addTo(s.get(), kernelBuffer, 1));
+  ASSERT_OK(accinteMemcpyAsync(copyDestination.ptr(), copySource.ptr(),
+                               sizeof(int64_t), accinteMemcpyDeviceToDevice,
+                               s.get()));
+  ASSERT_OK(accinteMemsetAsync(memsetBuffer.ptr(), 0, 1, s.get()));
+  const accinteGraphExec_t exec = endAndInstantiate(s.get());
+  ASSERT_OK(accinteGraphLaunch(exec, s.get()));
+  ASSERT_OK(accinteStreamSynchronize(s.get()));
+  EXPECT_EQ(open, std::vector<bool>(named.size(), true))
+      << "a launch opens every allocation its kernels, copies and memsets "
+         "name before its first node";
+  ASSERT_OK(accinteGraphExecDestroy(exec));
+}
+
 TEST(Graph, LaunchesOfOneExecutableGraphAreOrderedAcrossStreams) {
   Stream s1;
   Stream s2;
