@@ -175,28 +175,48 @@ def allocate_free() -> Steps:
     return (lambda: torch.empty(count, device=accinte)), (lambda: torch.empty(count, device=cpu))
 
 
+def op_chain(x: torch.Tensor) -> torch.Tensor:
+    """Ten elementwise operations, each a launch on accinte."""
+    x = x + 1.0
+    x = x * 0.5
+    x = x - 0.25
+    x = x / 1.5
+    x = x.abs()
+    x = x.sqrt()
+    x = x.neg()
+    x = x.exp()
+    x = x.relu()
+    return x.sigmoid()
+
+
 def small_op_chain() -> Steps:
     """Ten elementwise operations on 1K elements, then one wait: what is
     left is, almost entirely, what each launch costs."""
-    def chain(x):
-        x = x + 1.0
-        x = x * 0.5
-        x = x - 0.25
-        x = x / 1.5
-        x = x.abs()
-        x = x.sqrt()
-        x = x.neg()
-        x = x.exp()
-        x = x.relu()
-        return x.sigmoid()
-
     x = torch.rand(1024)
     x_dev = x.to("accinte")
 
     def device_step():
-        chain(x_dev)
+        op_chain(x_dev)
         torch.accinte.synchronize()
-    return device_step, (lambda: chain(x))
+    return device_step, (lambda: op_chain(x))
+
+
+def graphed_op_chain() -> Steps:
+    """Chapter 15: the same ten operations captured once into a graph and
+    replayed, against launching them eagerly on accinte; a wait each."""
+    x = torch.rand(1024, device="accinte")
+    graph = torch.accelerator.Graph()  # refused before chapter 15
+    with torch.Stream(device="accinte"), graph:
+        op_chain(x)
+
+    def replay():
+        graph.replay()
+        torch.accinte.synchronize()
+
+    def eager():
+        op_chain(x)
+        torch.accinte.synchronize()
+    return replay, eager
 
 
 def negate(route: str) -> Callable[[], Steps]:
@@ -528,6 +548,11 @@ def benchmarks() -> List[Benchmark]:
         Benchmark("accinte:0 → accinte:1, 64 MiB", report.BANDWIDTH,
                   device_copy("accinte:1"), None, 64 * MiB),
         Benchmark("10 elementwise ops on 1K elements", report.TIME, small_op_chain),
+        # Chapter 15: what a graph saves of those launches (at least 5×).
+        Benchmark("10 elementwise ops on 1K elements, graph replay vs eager accinte",
+                  report.TIME, graphed_op_chain, time_goal(1 / 5),
+                  baseline="eager accinte", subject="graph replay",
+                  baseline_on_device=True),
         # Chapter 09's multi-tensor kernels: one launch per list, or per step.
         Benchmark("Adam step, fused, 100 parameters × 4K float32", report.TIME,
                   lambda: adam_step("fused")),
