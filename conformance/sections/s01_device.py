@@ -1,5 +1,8 @@
 """Chapter 01: the device module and the device guard."""
 
+import itertools
+import warnings
+
 import torch
 
 from .._api import Section
@@ -93,6 +96,67 @@ def bad_device_index_is_an_error(ctx):
         except (RuntimeError, ValueError, AssertionError):
             continue
         raise AssertionError(f"device index {count} (of {count}) was accepted")
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The bytes of a contiguous CPU tensor, for an exact comparison that
+    holds for every dtype, NaN included."""
+    return tensor.contiguous().view(torch.uint8)
+
+
+@SECTION.check(requires=(COPIES,),
+               missing="the DeviceGuardImpl does not report the device's dtypes "
+                       "(getDeviceCapability), or reports one that does not work")
+def device_capability_lists_working_dtypes(ctx):
+    """``torch.accelerator.get_device_capability`` names the dtypes of each
+    device, and each works: CPU -> device -> CPU gives the same bytes, and a
+    conversion on the device to any other reported dtype gives the CPU's.
+    A bad index raises."""
+    count = torch.accelerator.device_count()
+    reported = None
+    for index in range(count):
+        capability = torch.accelerator.get_device_capability(ctx.dev(index))
+        assert isinstance(capability, dict) and "supported_dtypes" in capability, (
+            f"get_device_capability({index}) gives {capability!r}")
+        dtypes = set(capability["supported_dtypes"])
+        assert dtypes and all(isinstance(d, torch.dtype) for d in dtypes), (
+            f"device {index} reports {capability['supported_dtypes']!r}")
+        assert reported is None or dtypes == reported, "the devices report other dtypes"
+        reported = dtypes
+    assert torch.accelerator.get_device_capability()["supported_dtypes"] == reported
+    assert torch.float32 in reported, "float32 is not reported"
+    dtypes = sorted(reported, key=str)
+    with warnings.catch_warnings():
+        # NB: PyTorch warns on every complex32 tensor it makes, and on each
+        # complex to real conversion, which the capability promises too.
+        warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
+        warnings.filterwarnings("ignore", "Casting complex values to real")
+        _round_trips_and_conversions(ctx, dtypes)
+    try:
+        torch.accelerator.get_device_capability(count)
+    except (RuntimeError, ValueError, AssertionError):
+        return
+    raise AssertionError(f"get_device_capability({count}) (of {count}) did not raise")
+
+
+def _round_trips_and_conversions(ctx, dtypes):
+    """Each of ``dtypes`` to the device and back, and converted on the
+    device to each of them, against the CPU, byte for byte."""
+    # NB: non-negative values in every integer dtype's range: out of range,
+    # a float converts to whatever the C++ cast gives.
+    values = torch.tensor([0.0, 0.5, 1.0, 2.0, 3.25, 7.0, 16.0, 100.0])
+    for dtype in dtypes:
+        source = values.to(dtype)
+        on_device = to_device(ctx, source)
+        assert on_device.dtype == dtype, f"{dtype} arrives as {on_device.dtype}"
+        assert torch.equal(_bits(on_device.cpu()), _bits(source)), (
+            f"a {dtype} round trip changes the values")
+    for source_dtype, target_dtype in itertools.product(dtypes, dtypes):
+        source = values.to(source_dtype)
+        converted = to_device(ctx, source).to(target_dtype)
+        assert converted.dtype == target_dtype
+        assert torch.equal(_bits(converted.cpu()), _bits(source.to(target_dtype))), (
+            f"{source_dtype} to {target_dtype} on the device differs from the CPU's")
 
 
 @SECTION.check(requires=(COPIES,))

@@ -30,6 +30,8 @@ INDEX_CALLS = {
     "default_stream": lambda i: torch.accinte.default_stream(i),
     "synchronize": lambda i: torch.accinte.synchronize(i),
     "accelerator.synchronize": lambda i: torch.accelerator.synchronize(i),
+    "accelerator.get_device_capability":
+        lambda i: torch.accelerator.get_device_capability(i),
     "accelerator.device_index": lambda i: torch.accelerator.device_index(i).__enter__(),
     "accelerator.memory_allocated": lambda i: torch.accelerator.memory_allocated(i),
     "set_stream of a default stream": lambda i: torch.accinte.set_stream(

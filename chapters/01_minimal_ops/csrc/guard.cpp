@@ -2,6 +2,7 @@
 #include <01_minimal_ops/csrc/runtime.h>
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 namespace accinte {
@@ -58,6 +59,44 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return deviceCountOrZero();
   }
   // LITERALINCLUDE END: CH01_GUARD_IMPL
+
+  // LITERALINCLUDE START: CH01_GUARD_CAPABILITY
+  /**
+   * The dtypes a tensor on the device can have and convert between, as
+   * `torch.accelerator.get_device_capability` reports them: every dense
+   * dtype the CPU converts between, since a kernel that converts on the
+   * device runs the CPU's copy over device memory.
+   *
+   * NB: not the bits, float4 and sub-byte integer dtypes: their tensors
+   * allocate and their bytes copy, but the CPU converts none of them, and
+   * the capability promises conversion. Not the quantized dtypes either:
+   * they need a quantizer and their own dispatch key, the layouts of
+   * chapter 16.
+   */
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    // NB: an explicit index only, as synchronizeDevice: Python resolves
+    // None to the current device before it calls the guard, so -1 here is
+    // a bad index, not "the current device".
+    checkDeviceIndex(device.index());
+    c10::DeviceCapability capability;
+    capability.capability_data.capability_bits =
+        (1ULL << c10::kIndex_Bool) | (1ULL << c10::kIndex_Byte) |
+        (1ULL << c10::kIndex_Char) | (1ULL << c10::kIndex_Short) |
+        (1ULL << c10::kIndex_Int) | (1ULL << c10::kIndex_Long) |
+        (1ULL << c10::kIndex_UInt16) | (1ULL << c10::kIndex_UInt32) |
+        (1ULL << c10::kIndex_UInt64) | (1ULL << c10::kIndex_Half) |
+        (1ULL << c10::kIndex_BFloat16) | (1ULL << c10::kIndex_Float) |
+        (1ULL << c10::kIndex_Double) | (1ULL << c10::kIndex_ComplexHalf) |
+        (1ULL << c10::kIndex_ComplexFloat) |
+        (1ULL << c10::kIndex_ComplexDouble) |
+        (1ULL << c10::kIndex_Float8_e5m2) |
+        (1ULL << c10::kIndex_Float8_e4m3fn) |
+        (1ULL << c10::kIndex_Float8_e5m2fnuz) |
+        (1ULL << c10::kIndex_Float8_e4m3fnuz) |
+        (1ULL << c10::kIndex_Float8_e8m0fnu);
+    return capability;
+  }
+  // LITERALINCLUDE END: CH01_GUARD_CAPABILITY
 
   c10::Stream getStream(c10::Device device) const override {
     return currentStream(indexOrCurrent(device));
