@@ -142,6 +142,9 @@ docs: deps ## Build the HTML guide (warnings are errors)
 docs-browser-test: docs ## Open every page of the guide in headless Chromium and check it
 	$(PYTHON) tools/browser_test.py
 
+format-check: ## clang-format check of every C and C++ source (also part of docs-check)
+	tools/check_format.sh
+
 docs-check: ## Tag checker, link checker, output wrapping, benchmark report and measured-number self-tests, measured numbers against their snapshot, PyTorch links table, clang-format check
 	$(PYTHON) tools/check_tags.py --self-test
 	$(PYTHON) tools/check_tags.py

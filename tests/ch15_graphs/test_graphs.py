@@ -115,6 +115,7 @@ def test_captured_training_step_matches_eager():
             loss.backward()
             graph_opt.step()
             losses.append(loss.item())
+    del loss
     torch.accinte.current_stream().wait_stream(stream)
     graph = torch.accinte.AccinteGraph()
     graph_opt.zero_grad(set_to_none=True)

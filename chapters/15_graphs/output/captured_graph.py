@@ -12,7 +12,6 @@ import tempfile
 import torch
 import torch_accinte  # noqa: F401
 
-# LITERALINCLUDE START: CH15_OUTPUT_FORK
 x = torch.ones(4, device="accinte")
 graph = torch.accinte.AccinteGraph()
 graph.enable_debug_mode()
@@ -25,7 +24,6 @@ with torch.accinte.graph(graph):
         incremented = x + 1
     origin.wait_stream(fork)         # and is joined back
     total = doubled + incremented
-# LITERALINCLUDE END: CH15_OUTPUT_FORK
 
 with tempfile.TemporaryDirectory() as directory:
     path = os.path.join(directory, "graph.dot")

@@ -35,7 +35,6 @@ def eager_losses():
     return losses
 
 
-# LITERALINCLUDE START: CH15_OUTPUT_TRAINING
 def replayed_losses():
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, capturable=True)
     static_x = torch.empty(5, 8, device="accinte")
@@ -53,6 +52,7 @@ def replayed_losses():
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+    del loss  # NB: its autograd graph would tie the capture to the side stream
     torch.accinte.current_stream().wait_stream(side)
     # One step captured: its gradients and temporaries live in the graph's pool.
     graph = torch.accinte.AccinteGraph()
@@ -68,7 +68,6 @@ def replayed_losses():
         graph.replay()
         losses.append(static_loss.item())
     return losses
-# LITERALINCLUDE END: CH15_OUTPUT_TRAINING
 
 
 print("step  eager loss   graph loss   how the graph's step ran")

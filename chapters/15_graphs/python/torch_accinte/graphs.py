@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-# LITERALINCLUDE START: CH15_PY_GRAPH
+# LITERALINCLUDE START: CH15_PY_CLASS
 class AccinteGraph(_C._AccinteGraph):
     """A graph of accinte work: captured once, replayed with one launch.
 
@@ -40,7 +40,7 @@ class AccinteGraph(_C._AccinteGraph):
     def __new__(cls, keep_graph: bool = False):
         device_module._lazy_init()
         return super().__new__(cls, keep_graph)
-# LITERALINCLUDE END: CH15_PY_GRAPH
+# LITERALINCLUDE END: CH15_PY_CLASS
 
 
 def graph_pool_handle() -> tuple[int, int]:
@@ -196,6 +196,10 @@ def make_graphed_callables(
             grad_inputs[i] = _grads(outputs[i], static_inputs[i],
                                     allow_unused_input, grad_outputs[i])
         backward[i] = g
+        # NB: the captured outputs' autograd graph is done with; kept, it
+        # would tie the parameters' gradient accumulators to the capture's
+        # stream for every later backward.
+        outputs[i] = tuple(o.detach() for o in outputs[i])
 
     graphed = tuple(
         _graphed(callables[i], forward[i], backward[i], flat_samples[i],
@@ -204,6 +208,7 @@ def make_graphed_callables(
         for i in range(len(callables))
     )
     return graphed[0] if one else graphed
+# LITERALINCLUDE END: CH15_GRAPHED_CALLABLES
 
 
 def _grads(outputs, inputs, allow_unused, grad_outputs=None):
@@ -276,4 +281,3 @@ def _graphed(func, forward, backward, samples, static_inputs, static_outputs,
 
     func.forward = module_forward
     return func
-# LITERALINCLUDE END: CH15_GRAPHED_CALLABLES
