@@ -1,4 +1,4 @@
-# stage: 14
+# stage: 15
 """The conformance page's table: every mechanism of the kit against every
 stage.
 

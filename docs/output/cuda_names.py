@@ -1,4 +1,4 @@
-# stage: 14
+# stage: 15
 """The table of ``torch.cuda``'s names on the Python API page.
 
 Prints Markdown (the page includes it as Markdown): every name of

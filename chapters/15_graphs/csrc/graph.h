@@ -44,15 +44,28 @@ class ACCINTE_EXPORT AccinteGraph final : public at::GraphImplInterface {
   explicit AccinteGraph(const at::GraphImplArgs& args = {});
   ~AccinteGraph() override;
 
+  /** Begins capturing the current stream of the current device (never its
+   * default stream), its allocations routed to `pool` ({0, 0}: a new pool
+   * of the graph's own), in `mode` (Default is Global, as on CUDA). */
   void capture_begin(
       c10::MempoolId_t pool = {0, 0},
       at::GraphCaptureMode mode = at::GraphCaptureMode::Default) override;
+  /** Ends the capture (on the stream it began on) and, unless `keep_graph`,
+   * instantiates the graph; raises if the capture was invalidated. */
   void capture_end() override;
+  /** Makes the kept graph executable (again). */
   void instantiate() override;
+  /** Launches the graph on the current stream of the capture's device, after
+   * writing each generator's (seed, offset) for it. */
   void replay() override;
+  /** Drops the graph, its executable, its generators' device state and its
+   * reference to the pool; the graph may capture again. */
   void reset() override;
+  /** The id of the graph's memory pool, for another capture to share. */
   c10::MempoolId_t pool() const override;
+  /** Keeps the captured graph for debug_dump(); call before the capture. */
   void enable_debug_mode() override;
+  /** Writes the captured graph to `path` in Graphviz's DOT language. */
   void debug_dump(const std::string& path) override;
 
   /** Makes the graph capture-safe for `generator` too (the default
@@ -61,8 +74,7 @@ class ACCINTE_EXPORT AccinteGraph final : public at::GraphImplInterface {
   void registerGenerator(const at::Generator& generator);
   // LITERALINCLUDE END: CH15_GRAPH_CLASS
 
-  /** Reserves `increment` numbers of `generator` inside the capture running
-   * on the current stream (chapter 08's PhiloxCaptureHook). */
+  /** What the graph keeps of one generator (see graph.cpp). */
   struct GeneratorState;
 
  private:
