@@ -528,18 +528,6 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     state.routes.push_back({id, std::this_thread::get_id(), nullptr});
   }
 
-  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
-                           AllocationFilter filter) {
-    TORCH_INTERNAL_ASSERT(filter != nullptr);
-    TORCH_CHECK(pluggable_.load() == nullptr,
-                "accinte: memory pools belong to the caching allocator, "
-                "and change_current_allocator replaced it");
-    createOrIncrefPool(device, id, nullptr);
-    DeviceState& state = *states_[device];
-    std::lock_guard<std::mutex> lock(state.mutex);
-    state.routes.push_back({id, std::thread::id(), std::move(filter)});
-  }
-
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
     checkDeviceIndex(device);
     DeviceState& state = *states_[device];
@@ -557,19 +545,6 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     state.routes.erase(it);
   }
 
-  void endFilteredAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
-    checkDeviceIndex(device);
-    DeviceState& state = *states_[device];
-    std::lock_guard<std::mutex> lock(state.mutex);
-    const auto it = std::find_if(
-        state.routes.begin(), state.routes.end(), [&](const auto& route) {
-          return route.id == id && route.filter != nullptr;
-        });
-    TORCH_INTERNAL_ASSERT(it != state.routes.end(),
-                          "no filtered route to the pool ends");
-    state.routes.erase(it);
-  }
-
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) {
     checkDeviceIndex(device);
     DeviceState& state = *states_[device];
@@ -583,6 +558,31 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
   }
   // LITERALINCLUDE END: CH07_POOL_ROUTES
+
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                           AllocationFilter filter) {
+    TORCH_INTERNAL_ASSERT(filter != nullptr);
+    TORCH_CHECK(pluggable_.load() == nullptr,
+                "accinte: memory pools belong to the caching allocator, "
+                "and change_current_allocator replaced it");
+    createOrIncrefPool(device, id, nullptr);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.routes.push_back({id, std::thread::id(), std::move(filter)});
+  }
+
+  void endFilteredAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    DeviceState& state = *states_[device];
+    std::lock_guard<std::mutex> lock(state.mutex);
+    const auto it = std::find_if(
+        state.routes.begin(), state.routes.end(), [&](const auto& route) {
+          return route.id == id && route.filter != nullptr;
+        });
+    TORCH_INTERNAL_ASSERT(it != state.routes.end(),
+                          "no filtered route to the pool ends");
+    state.routes.erase(it);
+  }
 
   int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
     checkDeviceIndex(device);
