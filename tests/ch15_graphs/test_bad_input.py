@@ -102,3 +102,17 @@ def test_a_random_operator_with_a_generator_of_another_device():
         with torch.accinte.graph(graph):
             torch.rand(2, device="accinte", generator=generator)
     assert not torch.accinte.is_current_stream_capturing()
+
+
+def test_empty_cache_inside_a_capture_is_refused_and_loses_nothing():
+    x = torch.ones(3, device="accinte")
+    reserved = torch.accinte.memory_reserved()
+    graph = torch.accinte.AccinteGraph()
+    with pytest.raises(RuntimeError, match="empty_cache.. cannot free memory while device 0 captures"):
+        with torch.accinte.graph(graph):
+            x.add_(1)
+            torch.accinte.empty_cache()
+    assert not torch.accinte.is_current_stream_capturing()
+    assert torch.accinte.memory_reserved() <= reserved
+    torch.accinte.empty_cache()  # after the capture, it frees again
+    assert torch.equal(x.cpu(), torch.ones(3))

@@ -351,6 +351,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     for (c10::DeviceIndex device = 0; device < deviceCountOrZero(); ++device) {
       DeviceState& state = *states_[device];
       std::lock_guard<std::mutex> lock(state.mutex);
+      // NB: accinteFree waits for the device, which a capture refuses.
+      TORCH_CHECK(!capturing(state),
+                  "accinte: empty_cache() cannot free "
+                  "memory while device ",
+                  static_cast<int>(device),
+                  " captures a graph; call it before the capture or after");
       synchronizeEvents(state);
       // NB: {0, 0}, the default, names the general pools; another id one
       // private pool, released only once nothing references it.
@@ -980,8 +986,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         // end of a memory pool.
         const accinteError_t status = accinteFree(block->ptr);
         if (status != accinteSuccess) {
+          // NB: the segment is still the device's: it stays cached rather
+          // than leave the books.
           TORCH_WARN_ONCE("accinte: freeing device memory failed: ",
                           accinteGetErrorString(status));
+          insertFree(state, block);
+          continue;
         }
       }
       if (owner != nullptr) {
@@ -1141,6 +1151,14 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     insertFree(state, block); // LITERALINCLUDE EMPHASIZE
   }
   // LITERALINCLUDE END: CH07_COALESCE
+
+  /** Whether allocations of `state`'s device are routed to a pool by
+   * stream, which only a capture does. */
+  static bool capturing(const DeviceState& state) {
+    return std::any_of(
+        state.routes.begin(), state.routes.end(),
+        [](const PoolRoute& route) { return route.filter != nullptr; });
+  }
 
   /** Whether a stream of `streams` is capturing a graph. */
   static bool anyCapturing(const std::unordered_set<c10::Stream>& streams) {
