@@ -274,6 +274,9 @@ void AccinteGraph::replay() {
   const c10::DeviceGuard guard(
       c10::Device(c10::DeviceType::PrivateUse1, device_));
   for (GeneratorState* state : generators_) {
+    if (state->increment == 0) {
+      continue; // NB: the graph draws nothing from it: no kernel reads it
+    }
     auto& generator = static_cast<AccinteGeneratorImpl&>(*state->generator);
     uint64_t seed = 0;
     uint64_t offset = 0;
