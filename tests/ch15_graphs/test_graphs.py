@@ -364,3 +364,31 @@ def test_reduce_overhead_does_not_yet_graph_accinte():
     finally:
         torch._dynamo.reset()
         counters.clear()
+
+
+def test_a_block_freed_during_a_capture_after_another_stream_used_it():
+    """record_stream on a forked stream, then a free inside the capture: the
+    allocator's event on that stream would be a node of the graph, so it
+    waits until the capture ends (and the capture is not invalidated)."""
+    x = torch.arange(8.0, device="accinte")
+    graph = torch.accinte.AccinteGraph()
+    with torch.accinte.graph(graph):
+        origin = torch.accinte.current_stream()
+        other = torch.accinte.Stream()
+        temporary = x * 2
+        other.wait_stream(origin)
+        with torch.accinte.stream(other):
+            doubled = temporary + 0
+        temporary.record_stream(other)
+        origin.wait_stream(other)
+        del temporary
+        result = doubled + 1
+    graph.replay()
+    assert torch.equal(result.cpu(), torch.arange(8.0) * 2 + 1)
+    # The deferred block is processed by the next allocations, outside.
+    for _ in range(3):
+        torch.empty(16, device="accinte")
+    del result, doubled
+    graph.reset()
+    torch.accinte.synchronize()
+    torch.accinte.empty_cache()
