@@ -11,7 +11,6 @@
 #include <08_generator/csrc/generator.h>
 
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -45,7 +44,8 @@ struct Captures {
   std::unordered_map<unsigned long long, const GeneratorStates*> by_id;
 
   static Captures& instance() {
-    static auto* captures = new Captures(); // NB: leaked, see the hooks
+    // NB: leaked: a graph may be dropped at exit, after static destructors.
+    static auto* captures = new Captures();
     return *captures;
   }
 };
