@@ -141,7 +141,6 @@ TALL_PAGES = {
     "chapters/04_autograd/README.html": "chapter 04: split pending",
     "chapters/10_storage/README.html": "chapter 10: split pending",
     "chapters/11_distributed/README.html": "chapter 11: split pending",
-    "chapters/12_profiler/README.html": "chapter 12: split pending",
     "chapters/14_ipc/README.html": "chapter 14: split pending",
     "docs/porting.html": "the porting page: split pending",
     "docs/reliability.html": "the reliability page: split pending",
