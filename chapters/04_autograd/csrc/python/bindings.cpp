@@ -1,7 +1,7 @@
 // Chapter 04's addition to `torch_accinte._C`: the exit hook's half in C++,
 // which lets autograd's device threads finish what a backward pass left them
-// while the interpreter can still give them the GIL (see the chapter page,
-// "Exiting right after backward").
+// while the interpreter can still give them the GIL (see the chapter's page
+// exit.md, "Exiting right after backward").
 
 #include <01_minimal_ops/csrc/python/bindings.h>
 #include <01_minimal_ops/csrc/runtime.h>
