@@ -139,8 +139,6 @@ TALL_PAGES = {
     "chapters/01_minimal_ops/README.html":
         "chapter 01: split pending (the day-one pieces first, polish on pages of its own)",
     "chapters/10_storage/README.html": "chapter 10: split pending",
-    "chapters/11_distributed/README.html": "chapter 11: split pending",
-    "chapters/14_ipc/README.html": "chapter 14: split pending",
     "docs/porting.html": "the porting page: split pending",
     "docs/reliability.html": "the reliability page: split pending",
     "docs/api.html": "the C++ API reference: split pending (a page per chapter)",
