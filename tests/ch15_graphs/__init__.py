@@ -1,0 +1,1 @@
+"""A package, so that its test_bad_input.py does not clash with another chapter's."""
