@@ -33,7 +33,7 @@ at::GraphCaptureMode captureMode(const std::string& mode) {
 void bindChapter15(py::module_& m) {
   // NB: no GIL while the emulator works: replay() waits for nothing, but
   // capture_end() and reset() may wait for the device.
-  py::class_<AccinteGraph, std::shared_ptr<AccinteGraph>>(m, "_AccinteGraph")
+  py::class_<AccinteGraph, std::shared_ptr<AccinteGraph>>(m, "_Graph")
       .def(py::init([](bool keep_graph) {
              return std::make_shared<AccinteGraph>(
                  at::GraphImplArgs{keep_graph});

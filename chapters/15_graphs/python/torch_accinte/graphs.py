@@ -23,7 +23,7 @@ __all__ = [
 
 
 # LITERALINCLUDE START: CH15_PY_CLASS
-class AccinteGraph(_C._AccinteGraph):
+class AccinteGraph(_C._Graph):
     """A graph of accinte work: captured once, replayed with one launch.
 
     As ``torch.cuda.CUDAGraph``: ``capture_begin(pool=None,
