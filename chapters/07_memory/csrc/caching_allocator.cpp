@@ -872,9 +872,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
    */
   static accinteError_t mallocMaybeCapturing(accinteStream_t stream, void** ptr,
                                              size_t nbytes) {
-    accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
-    if (accinteStreamIsCapturing(stream, &status) != accinteSuccess ||
-        status == accinteStreamCaptureStatusNone) {
+    if (!captures(stream)) {
       return accinteMalloc(ptr, nbytes);
     }
     accinteStreamCaptureMode mode = accinteStreamCaptureModeRelaxed;
@@ -1163,19 +1161,24 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   /** Whether a stream of `streams` is capturing a graph. */
   static bool anyCapturing(const std::unordered_set<c10::Stream>& streams) {
     for (const c10::Stream& stream : streams) {
-      accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
       accinteStream_t native = nullptr;
       try {
         native = nativeStream(stream);
       } catch (const c10::Error&) {
         continue; // not a live stream: it captures nothing
       }
-      if (accinteStreamIsCapturing(native, &status) == accinteSuccess &&
-          status != accinteStreamCaptureStatusNone) {
+      if (captures(native)) {
         return true;
       }
     }
     return false;
+  }
+
+  /** Whether `stream` is capturing a graph (a failed query: no). */
+  static bool captures(accinteStream_t stream) {
+    accinteStreamCaptureStatus status = accinteStreamCaptureStatusNone;
+    return accinteStreamIsCapturing(stream, &status) == accinteSuccess &&
+           status != accinteStreamCaptureStatusNone;
   }
 
   /** Records the events of blocks freed during a capture once none of their
