@@ -1,0 +1,1 @@
+// Chapter 16, nested tensors: being written.

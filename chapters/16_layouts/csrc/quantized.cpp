@@ -1,0 +1,1 @@
+// Chapter 16, quantized tensors: being written.

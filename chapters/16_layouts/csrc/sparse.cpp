@@ -1,0 +1,1 @@
+// Chapter 16, sparse tensors: being written.

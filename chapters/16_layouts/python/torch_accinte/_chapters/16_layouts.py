@@ -1,0 +1,1 @@
+"""Chapter 16: layouts (sparse, quantized and nested tensors)."""
