@@ -13,7 +13,7 @@ such a copy, named ``kitdev``.
 
 Usage, from the repository root::
 
-    python3 tools/rename_backend.py build/stage15/python build/mydev/python --device mydev
+    python3 tools/rename_backend.py build/stage16/python build/mydev/python --device mydev
     PYTHONPATH=build/mydev/python python3 tools/rename_backend.py --check --device mydev
 
 The second command imports the renamed backend and checks that a small

@@ -1,4 +1,4 @@
-# stage: 15
+# stage: 16
 """The conformance page's table: every mechanism of the kit against every
 stage.
 

@@ -1,4 +1,4 @@
-# stage: 15
+# stage: 16
 """The table of ``torch.cuda``'s names on the Python API page.
 
 Prints Markdown (the page includes it as Markdown): every name of

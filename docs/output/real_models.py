@@ -1,4 +1,4 @@
-# stage: 15
+# stage: 16
 """The "Real models" table: each workload of tests/workloads, run against
 the CPU on the final stage, with what one step of it runs on the CPU
 fallback.
