@@ -362,6 +362,11 @@ at::Tensor int_repr(const at::Tensor& self) {
 }
 // LITERALINCLUDE END: CH16_QUANTIZED_INTEGERS
 
+/** Whether `q`'s quantizer is still unknown (an empty quantized tensor). */
+bool isUnknown(const at::Tensor& q) {
+  return dynamic_cast<at::UnknownQuantizer*>(q.quantizer().get()) != nullptr;
+}
+
 // LITERALINCLUDE START: CH16_QUANTIZED_COPY
 /**
  * `_copy_from(self, dst)`: `dst.copy_(self)` when either is a quantized
@@ -394,7 +399,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
     return dst;
   }
   const at::Tensor& src = self;
-  TORCH_CHECK(dst.qscheme() == src.qscheme(),
+  // NB: a quantizer not set yet (`torch.empty(..., dtype=torch.qint8)`) has
+  // no qscheme to compare; the copy gives it src's.
+  TORCH_CHECK(isUnknown(dst) || isUnknown(src) ||
+                  dst.qscheme() == src.qscheme(),
               "Quantized Copy only works with same qscheme");
   TORCH_CHECK(dst.scalar_type() == src.scalar_type(),
               "Expected self.scalar_type() == src.scalar_type() to be true, "
@@ -477,6 +485,27 @@ at::Tensor empty_per_channel_affine_quantized(
                     format.value_or(c10::MemoryFormat::Contiguous));
 }
 
+/** `empty_quantized(size, qtensor)`: ATen's, which asks `qtensor` its
+ * qscheme, unless its quantizer is still unknown (then an empty tensor of
+ * the same kind), so that such a tensor can be moved as the CPU's can. */
+at::Tensor empty_quantized(c10::IntArrayRef size, const at::Tensor& qtensor,
+                           std::optional<c10::ScalarType> dtype,
+                           std::optional<c10::Layout> layout,
+                           std::optional<c10::Device> device,
+                           std::optional<bool> pin_memory,
+                           std::optional<c10::MemoryFormat> format) {
+  if (!isUnknown(qtensor)) {
+    return at::native::empty_quantized(size, qtensor, dtype, layout, device,
+                                       pin_memory, format);
+  }
+  return at::empty(size,
+                   at::TensorOptions()
+                       .dtype(dtype.value_or(qtensor.scalar_type()))
+                       .device(device.value_or(qtensor.device()))
+                       .pinned_memory(pin_memory),
+                   format);
+}
+
 /** `torch.empty(..., dtype=torch.qint8, device="accinte")`: a quantized
  * tensor whose quantizer is still unknown, as on the CPU. */
 at::Tensor empty_unknown_quantized(c10::IntArrayRef size,
@@ -503,7 +532,7 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("_empty_per_channel_affine_quantized",
          TORCH_FN(empty_per_channel_affine_quantized));
   m.impl("empty.memory_format", TORCH_FN(empty_unknown_quantized));
-  m.impl("empty_quantized", TORCH_FN(at::native::empty_quantized));
+  m.impl("empty_quantized", TORCH_FN(empty_quantized));
   m.impl("empty_like", TORCH_FN(at::native::empty_like_quantized));
   m.impl("empty_strided",
          TORCH_FN(at::native::empty_strided_unknown_quantized));
