@@ -367,6 +367,12 @@ bool isUnknown(const at::Tensor& q) {
   return dynamic_cast<at::UnknownQuantizer*>(q.quantizer().get()) != nullptr;
 }
 
+/** The CPU's check, and so its message, that a quantized copy keeps the
+ * dtype (`self` is the destination). */
+void checkSameDtype(const at::Tensor& self, const at::Tensor& src) {
+  TORCH_CHECK(self.scalar_type() == src.scalar_type());
+}
+
 // LITERALINCLUDE START: CH16_QUANTIZED_COPY
 /**
  * `_copy_from(self, dst)`: `dst.copy_(self)` when either is a quantized
@@ -404,9 +410,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   TORCH_CHECK(isUnknown(dst) || isUnknown(src) ||
                   dst.qscheme() == src.qscheme(),
               "Quantized Copy only works with same qscheme");
-  TORCH_CHECK(dst.scalar_type() == src.scalar_type(),
-              "Expected self.scalar_type() == src.scalar_type() to be true, "
-              "but got false.");
+  checkSameDtype(dst, src);
   at::set_quantizer_(dst, src.quantizer()); // LITERALINCLUDE EMPHASIZE
   integersOf(dst).copy_(integersOf(src), non_blocking);
   return dst;
@@ -523,6 +527,13 @@ at::Tensor empty_unknown_quantized(c10::IntArrayRef size,
                     format.value_or(c10::MemoryFormat::Contiguous));
 }
 
+/** Every other operator on a quantized accinte tensor: chapter 02's CPU
+ * fallback, run with the CPU's quantized kernels. */
+void quantizedCpuFallback(const c10::OperatorHandle& op,
+                          torch::jit::Stack* stack) {
+  cpuFallbackWithKey(op, stack, c10::DispatchKey::QuantizedCPU);
+}
+
 // LITERALINCLUDE START: CH16_QUANTIZED_REGISTER
 // NB: what is the same on every device is ATen's: views and q-parameters
 // only read or rewrite a QTensorImpl's metadata, and `clone`, `empty_like`,
@@ -564,6 +575,22 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
          TORCH_FN(at::native::q_per_channel_zero_points));
   m.impl("q_per_channel_axis", TORCH_FN(at::native::q_per_channel_axis));
   m.impl("qscheme", TORCH_FN(at::native::qscheme_quant));
+  // NB: these have a kernel for every backend that has none of its own
+  // (structured or composite), which allocates an output of no known
+  // quantizer: named here, they take the fallback, as the boxed fallback
+  // below never sees them, and run the CPU's quantized kernel.
+  for (const char* name :
+       {"cat", "clamp", "index.Tensor", "max.dim", "mean.dim", "min.dim",
+        "gelu_", "gelu", "sigmoid", "tanh", "threshold", "ne.Scalar",
+        "ne.Tensor", "eq.Scalar", "eq.Tensor", "ge.Scalar", "ge.Tensor",
+        "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "lt.Scalar",
+        "lt.Tensor", "sort.stable", "topk", "hardsigmoid", "leaky_relu",
+        "leaky_relu_", "avg_pool2d", "avg_pool3d", "upsample_bilinear2d",
+        "upsample_nearest2d", "_upsample_nearest_exact2d",
+        "upsample_nearest3d", "_upsample_nearest_exact3d"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<
+                     &quantizedCpuFallback>());
+  }
 }
 
 // The float tensors that are quantized are dense accinte tensors.
@@ -572,13 +599,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("quantize_per_tensor.tensor_qparams",
          TORCH_FN(quantize_per_tensor_tensor_qparams));
   m.impl("quantize_per_channel", TORCH_FN(quantize_per_channel));
-}
-
-/** Every other operator on a quantized accinte tensor: chapter 02's CPU
- * fallback, run with the CPU's quantized kernels. */
-void quantizedCpuFallback(const c10::OperatorHandle& op,
-                          torch::jit::Stack* stack) {
-  cpuFallbackWithKey(op, stack, c10::DispatchKey::QuantizedCPU);
 }
 
 // NB: the fallback's copies to and from the host are the `_copy_from` above,
