@@ -231,6 +231,11 @@ def test_operators_without_a_kernel_run_on_the_cpu_and_come_back():
     assert_same_qtensor(inplace, inplace_cpu)
 
 
+@pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning")
+@pytest.mark.skipif(
+    not hasattr(torch.ao.quantization, "quantize_dynamic"),
+    reason="this release of PyTorch has removed torch.ao.quantization's eager mode",
+)
 def test_dynamic_quantization_of_linear_layers_on_accinte():
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     x = values(5, 8)

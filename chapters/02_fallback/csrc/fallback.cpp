@@ -325,8 +325,8 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   cpuFallbackWithKey(op, stack, c10::DispatchKey::CPU);
 }
 
-void cpuFallbackWithKey(const c10::OperatorHandle& op,
-                        torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+void cpuFallbackWithKey(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                        c10::DispatchKey cpu_key) {
   if (const auto reason = refusal(op)) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "accinte refuses to run '", op.schema().operator_name(),

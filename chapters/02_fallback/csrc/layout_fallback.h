@@ -24,7 +24,7 @@ namespace accinte {
  * `cpu_key` (a key of the CPU backend, such as `QuantizedCPU`) run on the
  * host copies, and the same checks and refusals.
  */
-void cpuFallbackWithKey(const c10::OperatorHandle& op,
-                        torch::jit::Stack* stack, c10::DispatchKey cpu_key);
+void cpuFallbackWithKey(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                        c10::DispatchKey cpu_key);
 
 } // namespace accinte

@@ -73,9 +73,8 @@ size_t quantizedStorageBytes(c10::IntArrayRef sizes, c10::ScalarType dtype) {
   }
   const int64_t per_byte = elementsPerByte(dtype);
   const int64_t row = (sizes.back() * itemsize + per_byte - 1) / per_byte;
-  return static_cast<size_t>(c10::multiply_integers(sizes.begin(),
-                                                    sizes.end() - 1) *
-                             row);
+  return static_cast<size_t>(
+      c10::multiply_integers(sizes.begin(), sizes.end() - 1) * row);
 }
 
 // LITERALINCLUDE START: CH16_QUANTIZED_NEW_QTENSOR
@@ -103,7 +102,8 @@ at::Tensor newQTensor(c10::IntArrayRef sizes, c10::Device device,
       allocator, /*resizable=*/true, device));
   at::Tensor tensor = at::detail::make_tensor<at::QTensorImpl>(
       std::move(storage),
-      c10::DispatchKeySet(c10::DispatchKey::QuantizedPrivateUse1), // LITERALINCLUDE EMPHASIZE
+      c10::DispatchKeySet(
+          c10::DispatchKey::QuantizedPrivateUse1), // LITERALINCLUDE EMPHASIZE
       c10::scalarTypeToTypeMeta(dtype), std::move(quantizer));
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
   tensor.unsafeGetTensorImpl()->empty_tensor_restride(memory_format);
@@ -140,7 +140,8 @@ class QuantizedKernelTensor {
                          /*allocator=*/nullptr, /*resizable=*/false);
     at::Tensor view = at::detail::make_tensor<at::QTensorImpl>(
         std::move(storage),
-        c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU), // LITERALINCLUDE EMPHASIZE
+        c10::DispatchKeySet(
+            c10::DispatchKey::QuantizedCPU), // LITERALINCLUDE EMPHASIZE
         c10::scalarTypeToTypeMeta(dtype_), quantizer_);
     view.unsafeGetTensorImpl()->set_sizes_and_strides(sizes_, strides_,
                                                       offset_);
@@ -169,8 +170,10 @@ void checkSameDevice(const char* op, c10::Device device,
   TORCH_CHECK(tensor.device() == device || tensor.is_cpu(),
               "Expected all tensors to be on the same device, but found at "
               "least two devices, ",
-              device, " and ", tensor.device(), "! (when checking arguments "
-              "of ", op, ")");
+              device, " and ", tensor.device(),
+              "! (when checking arguments "
+              "of ",
+              op, ")");
 }
 
 /** The host copy of a q-parameter tensor: quantizers keep host values. */
@@ -270,10 +273,10 @@ at::Tensor quantize_per_tensor_tensor_qparams(const at::Tensor& self,
                                               const at::Tensor& zero_point,
                                               c10::ScalarType dtype) {
   const char* op = "aten::quantize_per_tensor.tensor_qparams";
-  return quantizeLike(self, at::quantize_per_tensor(
-                                probeFor(self),
-                                onHost(op, self.device(), scale),
-                                onHost(op, self.device(), zero_point), dtype));
+  return quantizeLike(
+      self,
+      at::quantize_per_tensor(probeFor(self), onHost(op, self.device(), scale),
+                              onHost(op, self.device(), zero_point), dtype));
 }
 
 at::Tensor quantize_per_channel(const at::Tensor& self,
@@ -282,10 +285,9 @@ at::Tensor quantize_per_channel(const at::Tensor& self,
                                 c10::ScalarType dtype) {
   const char* op = "aten::quantize_per_channel";
   return quantizeLike(
-      self, at::quantize_per_channel(probeFor(self, axis),
-                                     onHost(op, self.device(), scales),
-                                     onHost(op, self.device(), zero_points),
-                                     axis, dtype));
+      self, at::quantize_per_channel(
+                probeFor(self, axis), onHost(op, self.device(), scales),
+                onHost(op, self.device(), zero_points), axis, dtype));
 }
 
 // LITERALINCLUDE START: CH16_QUANTIZED_DEQUANTIZE
@@ -296,8 +298,7 @@ at::Tensor dequantize(const at::Tensor& self) {
           : self.suggest_memory_format();
   const c10::DeviceGuard guard(self.device());
   at::Tensor result = at::empty(
-      self.sizes(),
-      at::TensorOptions().dtype(at::kFloat).device(self.device()),
+      self.sizes(), at::TensorOptions().dtype(at::kFloat).device(self.device()),
       format);
   if (result.numel() == 0) {
     return result;
@@ -307,8 +308,7 @@ at::Tensor dequantize(const at::Tensor& self) {
   launchOnCurrentStream(self.device().index(),
                         {source.buffer(), target.buffer()}, [source, target] {
                           // ATen's CPU dequantization, on device memory.
-                          target.cpuView().copy_(
-                              source.cpuView().dequantize());
+                          target.cpuView().copy_(source.cpuView().dequantize());
                         });
   return result;
 }
@@ -330,8 +330,8 @@ c10::ScalarType integerType(c10::ScalarType dtype) {
  */
 at::Tensor integersOf(const at::Tensor& q) {
   TORCH_INTERNAL_ASSERT(q.is_quantized());
-  const c10::DispatchKey key = q.is_cpu() ? c10::DispatchKey::CPU
-                                          : c10::DispatchKey::PrivateUse1;
+  const c10::DispatchKey key =
+      q.is_cpu() ? c10::DispatchKey::CPU : c10::DispatchKey::PrivateUse1;
   at::Tensor dense = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(q.storage()), c10::DispatchKeySet(key),
       c10::scalarTypeToTypeMeta(integerType(q.scalar_type())));
@@ -340,23 +340,22 @@ at::Tensor integersOf(const at::Tensor& q) {
     dense.unsafeGetTensorImpl()->set_sizes_contiguous(
         {static_cast<int64_t>(q.storage().nbytes())});
   } else {
-    dense.unsafeGetTensorImpl()->set_sizes_and_strides(
-        q.sizes(), q.strides(), q.storage_offset());
+    dense.unsafeGetTensorImpl()->set_sizes_and_strides(q.sizes(), q.strides(),
+                                                       q.storage_offset());
   }
   return dense;
 }
 
 at::Tensor int_repr(const at::Tensor& self) {
-  TORCH_CHECK(elementsPerByte(self.scalar_type()) == 1,
-              "accinte: int_repr of ", self.scalar_type(),
+  TORCH_CHECK(elementsPerByte(self.scalar_type()) == 1, "accinte: int_repr of ",
+              self.scalar_type(),
               " is not supported; move the tensor to the CPU first");
   const c10::DeviceGuard guard(self.device());
-  at::Tensor result = at::empty(
-      self.sizes(),
-      at::TensorOptions()
-          .dtype(integerType(self.scalar_type()))
-          .device(self.device()),
-      self.suggest_memory_format());
+  at::Tensor result = at::empty(self.sizes(),
+                                at::TensorOptions()
+                                    .dtype(integerType(self.scalar_type()))
+                                    .device(self.device()),
+                                self.suggest_memory_format());
   result.copy_(integersOf(self)); // LITERALINCLUDE EMPHASIZE
   return result;
 }
@@ -407,9 +406,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   const at::Tensor& src = self;
   // NB: a quantizer not set yet (`torch.empty(..., dtype=torch.qint8)`) has
   // no qscheme to compare; the copy gives it src's.
-  TORCH_CHECK(isUnknown(dst) || isUnknown(src) ||
-                  dst.qscheme() == src.qscheme(),
-              "Quantized Copy only works with same qscheme");
+  TORCH_CHECK(
+      isUnknown(dst) || isUnknown(src) || dst.qscheme() == src.qscheme(),
+      "Quantized Copy only works with same qscheme");
   checkSameDtype(dst, src);
   at::set_quantizer_(dst, src.quantizer()); // LITERALINCLUDE EMPHASIZE
   integersOf(dst).copy_(integersOf(src), non_blocking);
@@ -461,9 +460,9 @@ at::Tensor empty_affine_quantized(c10::IntArrayRef size,
               "accinte: only CPU tensors can be pinned (pin_memory=True)");
   at::detail::check_size_nonnegative(size);
   // The CPU's checks and quantizer, on a tensor with no elements.
-  const at::Tensor probe = at::_empty_affine_quantized(
-      probeSizes(size), dtype, layout, c10::kCPU, false, scale, zero_point,
-      format);
+  const at::Tensor probe =
+      at::_empty_affine_quantized(probeSizes(size), dtype, layout, c10::kCPU,
+                                  false, scale, zero_point, format);
   return newQTensor(size, resolveDevice(device), probe.scalar_type(),
                     probe.quantizer(),
                     format.value_or(c10::MemoryFormat::Contiguous));
@@ -561,10 +560,10 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("squeeze.dim",
          TORCH_FN(static_cast<at::Tensor (*)(const at::Tensor&, int64_t)>(
              at::native::squeeze_quantized)));
-  m.impl("squeeze.dims",
-         TORCH_FN(
-             static_cast<at::Tensor (*)(const at::Tensor&, c10::IntArrayRef)>(
-                 at::native::squeeze_quantized)));
+  m.impl(
+      "squeeze.dims",
+      TORCH_FN(static_cast<at::Tensor (*)(const at::Tensor&, c10::IntArrayRef)>(
+          at::native::squeeze_quantized)));
   m.impl("unsqueeze", TORCH_FN(at::native::unsqueeze_quantized));
   m.impl("set_.source_Storage_storage_offset",
          TORCH_FN(at::native::set_storage_quantized_));
@@ -579,17 +578,43 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   // (structured or composite), which allocates an output of no known
   // quantizer: named here, they take the fallback, as the boxed fallback
   // below never sees them, and run the CPU's quantized kernel.
-  for (const char* name :
-       {"cat", "clamp", "index.Tensor", "max.dim", "mean.dim", "min.dim",
-        "gelu_", "gelu", "sigmoid", "tanh", "threshold", "ne.Scalar",
-        "ne.Tensor", "eq.Scalar", "eq.Tensor", "ge.Scalar", "ge.Tensor",
-        "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "lt.Scalar",
-        "lt.Tensor", "sort.stable", "topk", "hardsigmoid", "leaky_relu",
-        "leaky_relu_", "avg_pool2d", "avg_pool3d", "upsample_bilinear2d",
-        "upsample_nearest2d", "_upsample_nearest_exact2d",
-        "upsample_nearest3d", "_upsample_nearest_exact3d"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<
-                     &quantizedCpuFallback>());
+  for (const char* name : {"cat",
+                           "clamp",
+                           "index.Tensor",
+                           "max.dim",
+                           "mean.dim",
+                           "min.dim",
+                           "gelu_",
+                           "gelu",
+                           "sigmoid",
+                           "tanh",
+                           "threshold",
+                           "ne.Scalar",
+                           "ne.Tensor",
+                           "eq.Scalar",
+                           "eq.Tensor",
+                           "ge.Scalar",
+                           "ge.Tensor",
+                           "le.Scalar",
+                           "le.Tensor",
+                           "gt.Scalar",
+                           "gt.Tensor",
+                           "lt.Scalar",
+                           "lt.Tensor",
+                           "sort.stable",
+                           "topk",
+                           "hardsigmoid",
+                           "leaky_relu",
+                           "leaky_relu_",
+                           "avg_pool2d",
+                           "avg_pool3d",
+                           "upsample_bilinear2d",
+                           "upsample_nearest2d",
+                           "_upsample_nearest_exact2d",
+                           "upsample_nearest3d",
+                           "_upsample_nearest_exact3d"}) {
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&quantizedCpuFallback>());
   }
 }
 
