@@ -448,7 +448,6 @@ std::vector<int64_t> probeSizes(c10::IntArrayRef size, int64_t keep = -1) {
   return sizes;
 }
 
-// LITERALINCLUDE START: CH16_QUANTIZED_EMPTY
 at::Tensor empty_affine_quantized(c10::IntArrayRef size,
                                   std::optional<c10::ScalarType> dtype,
                                   std::optional<c10::Layout> layout,
@@ -467,7 +466,6 @@ at::Tensor empty_affine_quantized(c10::IntArrayRef size,
                     probe.quantizer(),
                     format.value_or(c10::MemoryFormat::Contiguous));
 }
-// LITERALINCLUDE END: CH16_QUANTIZED_EMPTY
 
 at::Tensor empty_per_channel_affine_quantized(
     c10::IntArrayRef size, const at::Tensor& scales,
