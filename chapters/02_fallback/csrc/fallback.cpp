@@ -1,4 +1,5 @@
 #include <02_fallback/csrc/fallback.h>
+#include <02_fallback/csrc/layout_fallback.h>
 
 #include <01_minimal_ops/csrc/extensions.h>
 #include <01_minimal_ops/csrc/runtime.h>
@@ -321,6 +322,11 @@ bool fillFromAnotherDevice(torch::jit::Stack* stack) {
 
 // LITERALINCLUDE START: CH02_GLOBAL_FALLBACK
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  cpuFallbackWithKey(op, stack, c10::DispatchKey::CPU);
+}
+
+void cpuFallbackWithKey(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                        c10::DispatchKey cpu_key) {
   if (const auto reason = refusal(op)) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "accinte refuses to run '", op.schema().operator_name(),
@@ -342,7 +348,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Copies the inputs to the host, runs the CPU kernel, copies the results
   // back (and writes in-place and out= results into the original tensors).
   try {
-    at::native::cpu_fallback(op, stack);
+    at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
   } catch (const c10::AcceleratorError& error) {
     // NB: the copies wait for the device, which a stream being captured
     // into a graph refuses; the error names the operator to give a kernel.
