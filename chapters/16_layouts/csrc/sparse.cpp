@@ -46,6 +46,7 @@
 #include <ATen/ops/values_native.h>
 #include <ATen/ops/zero_native.h>
 #include <c10/core/Device.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/DispatchKey.h>
 #include <torch/library.h>
 
@@ -236,6 +237,81 @@ Tensor copyFromAndResizeCompressed(const Tensor& self, const Tensor& dst) {
 }
 // LITERALINCLUDE END: CH16_SPARSE_WRITE_BACK
 
+// LITERALINCLUDE START: CH16_SPARSE_GUARDS
+// NB: a new sparse tensor's header takes the *current* device of its type,
+// and asserts that its indices and values are on it: the kernels that
+// PyTorch generates for CUDA set the current device from the `device`
+// argument, or from the first tensor's, first. These wrappers do the same
+// for the kernels that create a tensor, so that a copy to accinte:1 works.
+using OptionalDtype = std::optional<at::ScalarType>;
+using OptionalLayout = std::optional<at::Layout>;
+using OptionalDevice = std::optional<c10::Device>;
+using OptionalBool = std::optional<bool>;
+using OptionalFormat = std::optional<at::MemoryFormat>;
+
+Tensor cooWithDimsAndTensors(int64_t sparse_dim, int64_t dense_dim,
+                             c10::SymIntArrayRef size, const Tensor& indices,
+                             const Tensor& values, OptionalDtype dtype,
+                             OptionalLayout layout, OptionalDevice device,
+                             OptionalBool pin_memory,
+                             OptionalBool is_coalesced) {
+  const c10::OptionalDeviceGuard guard(device); // LITERALINCLUDE EMPHASIZE
+  return at::native::new_with_dims_and_tensor_sparse_symint(
+      sparse_dim, dense_dim, size, indices, values, dtype, layout, device,
+      pin_memory, is_coalesced);
+}
+// LITERALINCLUDE END: CH16_SPARSE_GUARDS
+
+Tensor cooWithDims(int64_t sparse_dim, int64_t dense_dim, at::IntArrayRef size,
+                   OptionalDtype dtype, OptionalLayout layout,
+                   OptionalDevice device, OptionalBool pin_memory) {
+  const c10::OptionalDeviceGuard guard(device);
+  return at::native::new_with_dims_sparse(sparse_dim, dense_dim, size, dtype,
+                                          layout, device, pin_memory);
+}
+
+Tensor emptyCoo(at::IntArrayRef size, OptionalDtype dtype,
+                OptionalLayout layout, OptionalDevice device,
+                OptionalBool pin_memory, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(device);
+  return at::native::empty_sparse(size, dtype, layout, device, pin_memory,
+                                  format);
+}
+
+Tensor emptyCompressed(at::IntArrayRef size, OptionalDtype dtype,
+                       OptionalLayout layout, OptionalDevice device,
+                       OptionalBool pin_memory, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(device);
+  return at::native::empty_sparse_compressed(size, dtype, layout, device,
+                                             pin_memory, format);
+}
+
+Tensor emptyLikeCoo(const Tensor& self, OptionalDtype dtype,
+                    OptionalLayout layout, OptionalDevice device,
+                    OptionalBool pin_memory, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(device.value_or(self.device()));
+  return at::native::empty_like_sparse_coo(self, dtype, layout, device,
+                                           pin_memory, format);
+}
+
+Tensor emptyLikeCompressed(const Tensor& self, OptionalDtype dtype,
+                           OptionalLayout layout, OptionalDevice device,
+                           OptionalBool pin_memory, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(device.value_or(self.device()));
+  return at::native::empty_like_sparse_csr(self, dtype, layout, device,
+                                           pin_memory, format);
+}
+
+Tensor cloneCoo(const Tensor& self, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(self.device());
+  return at::native::clone_sparse(self, format);
+}
+
+Tensor cloneCompressed(const Tensor& self, OptionalFormat format) {
+  const c10::OptionalDeviceGuard guard(self.device());
+  return at::native::clone_sparse_compressed(self, format);
+}
+
 // LITERALINCLUDE START: CH16_SPARSE_COO_KERNELS
 // NB: each of these is the kernel that native_functions.yaml names for both
 // SparseCPU and SparseCUDA: it works on the indices and values through
@@ -245,11 +321,11 @@ Tensor copyFromAndResizeCompressed(const Tensor& self, const Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   // Construction and the sparse tensor's header.
   m.impl("_sparse_coo_tensor_with_dims_and_tensors",
-         TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
+         TORCH_FN(cooWithDimsAndTensors));
   m.impl("_sparse_coo_tensor_with_dims",
-         TORCH_FN(at::native::new_with_dims_sparse));
-  m.impl("empty.memory_format", TORCH_FN(at::native::empty_sparse));
-  m.impl("empty_like", TORCH_FN(at::native::empty_like_sparse_coo));
+         TORCH_FN(cooWithDims));
+  m.impl("empty.memory_format", TORCH_FN(emptyCoo));
+  m.impl("empty_like", TORCH_FN(emptyLikeCoo));
   m.impl("sparse_resize_", TORCH_FN(at::native::sparse_resize_));
   m.impl("sparse_resize_and_clear_",
          TORCH_FN(at::native::sparse_resize_and_clear_));
@@ -271,7 +347,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   // Copies, between devices too: they move indices and values.
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
-  m.impl("clone", TORCH_FN(at::native::clone_sparse));
+  m.impl("clone", TORCH_FN(cloneCoo));
   m.impl("zero_", TORCH_FN(at::native::zero_sparse_));
   m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResizeCoo));
 }
@@ -279,8 +355,8 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
 
 // LITERALINCLUDE START: CH16_SPARSE_COMPRESSED_KERNELS
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
-  m.impl("empty.memory_format", TORCH_FN(at::native::empty_sparse_compressed));
-  m.impl("empty_like", TORCH_FN(at::native::empty_like_sparse_csr));
+  m.impl("empty.memory_format", TORCH_FN(emptyCompressed));
+  m.impl("empty_like", TORCH_FN(emptyLikeCompressed));
   m.impl("resize_as_sparse_",
          TORCH_FN(at::native::resize_as_sparse_compressed_));
   m.impl("_nnz", TORCH_FN(at::native::_nnz_sparse_csr));
@@ -294,7 +370,7 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("select.int", TORCH_FN(at::native::select_sparse_csr));
   m.impl("select_copy.int", TORCH_FN(at::native::select_copy_sparse_csr));
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_));
-  m.impl("clone", TORCH_FN(at::native::clone_sparse_compressed));
+  m.impl("clone", TORCH_FN(cloneCompressed));
   m.impl("zero_", TORCH_FN(at::native::zero_sparse_csr_));
   m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResizeCompressed));
 }
