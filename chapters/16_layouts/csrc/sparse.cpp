@@ -20,6 +20,7 @@
 #include <ATen/ops/_dimV_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
+#include <ATen/ops/_sparse_broadcast_to_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_values_native.h>
@@ -44,6 +45,8 @@
 #include <ATen/ops/sparse_resize_native.h>
 #include <ATen/ops/unsqueeze_native.h>
 #include <ATen/ops/values_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/zero_native.h>
 #include <c10/core/Device.h>
 #include <c10/core/DeviceGuard.h>
@@ -124,8 +127,11 @@ bool returnsView(const c10::OperatorHandle& op) {
  */
 void sparseCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                        c10::DispatchKey cpu_key) {
+  // NB: a view the CPU has no sparse kernel for either goes on, to the
+  // CPU's own "Could not run ... 'SparseCPU' backend" error.
   TORCH_CHECK_NOT_IMPLEMENTED(
-      !returnsView(op), "accinte refuses to run '",
+      !returnsView(op) || !op.hasComputedKernelForDispatchKey(cpu_key),
+      "accinte refuses to run '",
       op.schema().operator_name(),
       "' on the CPU fallback for sparse tensors: it returns a view of its "
       "input, and the fallback can only return a copy. The backend must "
@@ -344,6 +350,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("values", TORCH_FN(at::native::values_sparse));
   m.impl("permute", TORCH_FN(at::native::permute_sparse_coo));
   m.impl("unsqueeze", TORCH_FN(at::native::unsqueeze_sparse));
+  m.impl("_sparse_broadcast_to", TORCH_FN(at::native::sparse_broadcast_to));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real_sparse));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex_sparse));
   // Copies, between devices too: they move indices and values.
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
