@@ -126,6 +126,64 @@ def test_coalesce_sums_duplicates_and_sorts():
     torch.testing.assert_close(sparse._indices().cpu(), cpu._indices())
 
 
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool, torch.complex64]
+)
+@pytest.mark.parametrize("dense_shape", [(), (2,)], ids=["plain", "hybrid"])
+def test_coalesce_matches_the_cpu_exactly(dtype, dense_shape):
+    # Duplicates of one position, three times, out of order, in a 3-d index.
+    indices = torch.tensor([[1, 0, 1, 1, 0, 1], [2, 0, 2, 0, 0, 2], [0, 1, 0, 1, 1, 0]])
+    values = torch.arange(1.0, 7.0).reshape(6, *([1] * len(dense_shape))).expand(6, *dense_shape)
+    values = (values * 0.3).to(dtype)
+    cpu = torch.sparse_coo_tensor(indices, values, (2, 3, 2, *dense_shape)).coalesce()
+    actual = torch.sparse_coo_tensor(
+        indices, values, (2, 3, 2, *dense_shape), device=DEVICE
+    ).coalesce()
+    assert actual.is_coalesced()
+    assert_on_device(actual)
+    # NB: bit for bit, values included: the duplicates are summed in the
+    # CPU's order.
+    assert torch.equal(actual.indices().cpu(), cpu.indices())
+    assert torch.equal(actual.values().cpu(), cpu.values())
+    assert actual.values().dtype == dtype
+
+
+def test_coalesce_of_few_elements_and_no_sparse_dimension():
+    for cpu in (
+        torch.sparse_coo_tensor(size=(3, 3)),
+        torch.sparse_coo_tensor(torch.tensor([[2], [1]]), torch.tensor([5.0]), (3, 3)),
+        torch.sparse_coo_tensor(torch.zeros(0, 3, dtype=torch.long), torch.ones(3, 2), (2,)),
+    ):
+        on_device = cpu.to(DEVICE)
+        actual = on_device.coalesce()
+        assert actual.is_coalesced()
+        assert_same(actual, cpu.coalesce())
+        # A new tensor: the input keeps its flag, as on the CPU.
+        assert on_device.is_coalesced() == cpu.is_coalesced()
+
+
+def test_coalesce_runs_on_the_device():
+    # NB: chapter 09's recorder counts the operators that copy their tensors
+    # to the host; `_coalesce` is a kernel of this chapter, made of dense
+    # operators, and must not be one of them.
+    sparse = _uncoalesced().to(DEVICE)
+    with torch.accinte.record_fallbacks() as record:
+        sparse.coalesce()
+        torch.sparse.mm(sparse, torch.ones(4, 2, device=DEVICE))
+    assert "aten::_coalesce" not in record.calls
+    assert "aten::addmm" in record.calls  # the recorder sees the sparse route
+
+
+def test_coalesce_gradient():
+    cpu = _uncoalesced()
+    grads = {}
+    for device in ("cpu", DEVICE):
+        s = _leaf(cpu, device)
+        (s.coalesce().to_dense() * torch.arange(4.0, device=device)).sum().backward()
+        grads[device] = s.grad
+    assert_same(grads[DEVICE], grads["cpu"])
+
+
 def test_indices_and_values_are_views():
     sparse = _sparse_matrix().to(DEVICE).to_sparse()
     values = sparse.values()

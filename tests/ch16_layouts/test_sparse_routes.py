@@ -55,10 +55,11 @@ def test_every_sparse_view_has_a_kernel(cpu_key):
 
 def test_the_routes_are_counted():
     # The operators the CPU runs on COO tensors: most take the CPU route,
-    # some run here through ATen's device-generic kernels.
+    # some run here through ATen's device-generic kernels or this chapter's.
     routes = dict(_routes("SparseCPU"))
     fallback = [name for name, line in routes.items() if "fallback" in line]
     kernels = [name for name, line in routes.items() if "16_layouts" in line]
     assert len(routes) > 100
     assert fallback and kernels
-    assert "aten::_indices" in kernels and "aten::_coalesce" in fallback
+    assert "aten::_indices" in kernels and "aten::_coalesce" in kernels
+    assert "aten::addmm" in fallback

@@ -21,6 +21,7 @@
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
 #include <ATen/ops/_sparse_broadcast_to_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_values_native.h>
@@ -43,11 +44,13 @@
 #include <ATen/ops/sparse_dim_native.h>
 #include <ATen/ops/sparse_resize_and_clear_native.h>
 #include <ATen/ops/sparse_resize_native.h>
+#include <ATen/ops/unique_consecutive.h>
 #include <ATen/ops/unsqueeze_native.h>
 #include <ATen/ops/values_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/zero_native.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/Device.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/DispatchKey.h>
@@ -131,8 +134,7 @@ void sparseCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   // CPU's own "Could not run ... 'SparseCPU' backend" error.
   TORCH_CHECK_NOT_IMPLEMENTED(
       !returnsView(op) || !op.hasComputedKernelForDispatchKey(cpu_key),
-      "accinte refuses to run '",
-      op.schema().operator_name(),
+      "accinte refuses to run '", op.schema().operator_name(),
       "' on the CPU fallback for sparse tensors: it returns a view of its "
       "input, and the fallback can only return a copy. The backend must "
       "register a kernel for it on the sparse dispatch key.");
@@ -197,26 +199,76 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
 // implemented for SparseCsr + SparseCsr @ Strided"). test_sparse_routes.py
 // asks the dispatcher for every operator left to a composite.
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
-  for (const char* name :
-       {"mm",        "addmm",        "add.Tensor",     "add_.Tensor",
-        "mul.Tensor", "mul_.Tensor", "mul.Scalar",     "mul_.Scalar",
-        "sum",       "sum.dim_IntList", "threshold_backward",
-        "abs",       "abs_",         "_conj_physical", "conj_physical_",
-        "asin",      "asin_",        "asinh",          "asinh_",
-        "atan",      "atan_",        "atanh",          "atanh_",
-        "ceil",      "ceil_",        "deg2rad",        "deg2rad_",
-        "deg2rad.out", "erf",        "erf_",           "erfinv",
-        "erfinv_",   "expm1",        "expm1_",         "floor",
-        "floor_",    "frac",         "frac_",          "isinf",
-        "isneginf",  "isposinf",     "log1p",          "log1p_",
-        "neg",       "neg_",         "rad2deg",        "rad2deg_",
-        "rad2deg.out", "round",      "round_",         "sgn",
-        "sgn_",      "sign",         "sign_",          "signbit",
-        "sin",       "sin_",         "sinh",           "sinh_",
-        "sqrt",      "sqrt_",        "tan",            "tan_",
-        "tanh",      "tanh_",        "trunc",          "trunc_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<
-                     &sparseCompressedFallback>());
+  for (const char* name : {"mm",
+                           "addmm",
+                           "add.Tensor",
+                           "add_.Tensor",
+                           "mul.Tensor",
+                           "mul_.Tensor",
+                           "mul.Scalar",
+                           "mul_.Scalar",
+                           "sum",
+                           "sum.dim_IntList",
+                           "threshold_backward",
+                           "abs",
+                           "abs_",
+                           "_conj_physical",
+                           "conj_physical_",
+                           "asin",
+                           "asin_",
+                           "asinh",
+                           "asinh_",
+                           "atan",
+                           "atan_",
+                           "atanh",
+                           "atanh_",
+                           "ceil",
+                           "ceil_",
+                           "deg2rad",
+                           "deg2rad_",
+                           "deg2rad.out",
+                           "erf",
+                           "erf_",
+                           "erfinv",
+                           "erfinv_",
+                           "expm1",
+                           "expm1_",
+                           "floor",
+                           "floor_",
+                           "frac",
+                           "frac_",
+                           "isinf",
+                           "isneginf",
+                           "isposinf",
+                           "log1p",
+                           "log1p_",
+                           "neg",
+                           "neg_",
+                           "rad2deg",
+                           "rad2deg_",
+                           "rad2deg.out",
+                           "round",
+                           "round_",
+                           "sgn",
+                           "sgn_",
+                           "sign",
+                           "sign_",
+                           "signbit",
+                           "sin",
+                           "sin_",
+                           "sinh",
+                           "sinh_",
+                           "sqrt",
+                           "sqrt_",
+                           "tan",
+                           "tan_",
+                           "tanh",
+                           "tanh_",
+                           "trunc",
+                           "trunc_"}) {
+    m.impl(
+        name,
+        torch::CppFunction::makeFromBoxedFunction<&sparseCompressedFallback>());
   }
 }
 // LITERALINCLUDE END: CH16_SPARSE_BY_NAME
@@ -318,6 +370,51 @@ Tensor cloneCompressed(const Tensor& self, OptionalFormat format) {
   return at::native::clone_sparse_compressed(self, format);
 }
 
+// LITERALINCLUDE START: CH16_SPARSE_COALESCE
+/**
+ * `_coalesce` on the device: sorts the elements by their position, sums
+ * the values of each position, and keeps one index per position. CPU and
+ * CUDA each have a kernel of their own; this one is written with dense
+ * operators on the indices and values, so it runs wherever they do, and
+ * never copies the tensor to the host.
+ */
+Tensor coalesceOnDevice(const Tensor& self) {
+  const c10::OptionalDeviceGuard guard(self.device());
+  const int64_t nnz = self._nnz();
+  // NB: as the CPU's kernel, a copy even of zero or one element, so that
+  // the result never shares its indices with an uncoalesced input.
+  if (nnz < 2) {
+    Tensor copy = self.clone();
+    copy._coalesced_(true);
+    return copy;
+  }
+  const Tensor indices = self._indices();
+  const Tensor values = self._values();
+  // One number per element: its place in the row-major order of the
+  // sparse dimensions (the CPU orders the coalesced elements the same way).
+  Tensor position = at::zeros({nnz}, indices.options());
+  for (int64_t dim = 0; dim < self.sparse_dim(); ++dim) {
+    position.mul_(self.size(dim)).add_(indices[dim]);
+  }
+  // NB: a stable sort keeps duplicates in their order, so that their values
+  // are summed in the order the CPU's kernel sums them.
+  const auto [sorted, order] =
+      position.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const auto [unique, group, counts] = at::unique_consecutive(
+      sorted, /*return_inverse=*/true, /*return_counts=*/true);
+  const Tensor first = counts.cumsum(0).sub_(counts); // each group's start
+  std::vector<int64_t> value_sizes = values.sizes().vec();
+  value_sizes[0] = unique.size(0);
+  const Tensor summed =
+      at::zeros(value_sizes, values.options())
+          .index_add_(0, group, values.index_select(0, order));
+  const Tensor kept = indices.index_select(1, order.index_select(0, first));
+  return at::_sparse_coo_tensor_with_dims_and_tensors(
+      self.sparse_dim(), self.dense_dim(), self.sizes(), kept, summed,
+      self.options(), /*is_coalesced=*/true);
+}
+// LITERALINCLUDE END: CH16_SPARSE_COALESCE
+
 // LITERALINCLUDE START: CH16_SPARSE_COO_KERNELS
 // NB: each of these is the kernel that native_functions.yaml names for both
 // SparseCPU and SparseCUDA: it works on the indices and values through
@@ -328,8 +425,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   // Construction and the sparse tensor's header.
   m.impl("_sparse_coo_tensor_with_dims_and_tensors",
          TORCH_FN(cooWithDimsAndTensors));
-  m.impl("_sparse_coo_tensor_with_dims",
-         TORCH_FN(cooWithDims));
+  m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(cooWithDims));
   m.impl("empty.memory_format", TORCH_FN(emptyCoo));
   m.impl("empty_like", TORCH_FN(emptyLikeCoo));
   m.impl("sparse_resize_", TORCH_FN(at::native::sparse_resize_));
@@ -343,6 +439,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_dimV", TORCH_FN(at::native::dense_dim_sparse));
   m.impl("is_coalesced", TORCH_FN(at::native::is_coalesced_sparse));
   m.impl("_coalesced_", TORCH_FN(at::native::_coalesced_sparse_));
+  m.impl("_coalesce", TORCH_FN(coalesceOnDevice));
   // Views of the indices and values, and of the whole tensor.
   m.impl("_indices", TORCH_FN(at::native::_indices_sparse));
   m.impl("_values", TORCH_FN(at::native::_values_sparse));

@@ -33,7 +33,7 @@ def route(name, key):
     if registered and "(none) [ boxed ]" in registered[0]:
         return "the CPU route (by name)"
     if registered:
-        return "ATen's device-generic kernel"
+        return "a kernel on the device"
     return "PyTorch's composite kernel"
 
 
