@@ -3,6 +3,7 @@ the CPU's (layout, dtype, indices after coalescing, values, gradients), and
 every sparse result's indices and values must live on the device."""
 
 import copy
+import io
 
 import pytest
 import torch
@@ -468,3 +469,16 @@ def test_training_with_sparse_gradients_matches_the_cpu(make_optimizers, move_af
     # Every parameter moved: the comparison is not of two untouched models.
     for before, after in zip(initial, actual[-1]):
         assert not torch.equal(before, after)
+
+
+def test_save_load_and_deepcopy_keep_the_parts_on_the_device():
+    coo = _uncoalesced().to(DEVICE)
+    csr = _sparse_matrix().to(DEVICE).to_sparse_csr()
+    buffer = io.BytesIO()
+    torch.save({"coo": coo, "csr": csr}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert_same(loaded["coo"], _uncoalesced())
+    assert loaded["csr"].crow_indices().device.type == DEVICE
+    torch.testing.assert_close(loaded["csr"].cpu(), _sparse_matrix().to_sparse_csr())
+    assert_same(copy.deepcopy(coo), _uncoalesced())

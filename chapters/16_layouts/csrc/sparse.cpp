@@ -6,9 +6,11 @@
 // values. ATen's sparse kernels that CPU and CUDA share work on those dense
 // tensors through other ATen operators, so they work on accinte as they are:
 // this file registers them for accinte's sparse keys. Where CPU and CUDA
-// have kernels of their own (coalescing, the sparse matrix products), a
-// boxed fallback on each sparse key runs the CPU's sparse kernel and moves
-// the results back, as chapter 02's fallback does for dense tensors.
+// have kernels of their own (the sparse matrix products, sparse + sparse),
+// a boxed fallback on each sparse key runs the CPU's sparse kernel and
+// moves the results back, as chapter 02's fallback does for dense tensors;
+// coalescing, which sparse code calls most, is a kernel of its own here,
+// made of dense operators on the device.
 
 #include <02_fallback/csrc/fallback.h>
 
