@@ -130,6 +130,24 @@ UNARY = {
     "unsqueeze": lambda t: t.unsqueeze(-1),
     "transpose_ragged_and_regular": lambda t: t.transpose(1, 2).contiguous(),
     "narrow": lambda t: t.narrow(0, 1, 2),
+    "cat": lambda t: torch.cat([t, t * 2], 0),
+    "chunk_last": lambda t: t.chunk(3, -1)[1],
+    "split_last": lambda t: t.split_with_sizes([1, 2], -1)[1],
+    "squeeze": lambda t: t.unsqueeze(-1).squeeze(-1),
+    "all_last": lambda t: (t > -1).all(-1),
+    "masked_fill": lambda t: t.masked_fill(t > 0, 7.0),
+    "logical_not": lambda t: torch.logical_not(t > 0),
+    "isinf": lambda t: torch.isinf(t / 0),
+    "sgn": torch.sgn,
+    "ones_like": torch.ones_like,
+    "zeros_like": torch.zeros_like,
+    "zero_": lambda t: t.clone().zero_(),
+    "fill_": lambda t: t.clone().fill_(2.0),
+    "view": lambda t: t.view(3, -1, 3, 1),
+    "reshape": lambda t: t.reshape(3, -1, 1, 3),
+    "detach": lambda t: t.detach(),
+    "dropout_eval": lambda t: F.dropout(t, 0.5, training=False),
+    "to_double": lambda t: t.to(torch.float64),
 }
 
 
@@ -153,6 +171,25 @@ def test_binary_operator_matches_the_cpu(name):
     cpu_a, a = pair(SHAPES, seed=1)
     cpu_b, b = pair(SHAPES, seed=2)
     assert_nested_close(BINARY[name](a, b), BINARY[name](cpu_a, cpu_b))
+
+
+def test_operators_with_dense_results_match_the_cpu():
+    cpu, nt = pair(SHAPES)
+    for op in (lambda t: t.select(0, 1), lambda t: t.values(),
+               lambda t: torch.nested.to_padded_tensor(t.transpose(1, 2).contiguous(), 0.0)):
+        got, want = op(nt), op(cpu)
+        assert got.device.type == DEVICE and not got.is_nested
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+def test_dropout_in_training_keeps_or_scales_each_element():
+    _, nt = pair(SHAPES)
+    out = F.dropout(nt, 0.5, training=True)
+    for a, x in zip(out.unbind(), nt.unbind()):
+        assert a.device.type == DEVICE
+        a, x = a.cpu(), x.cpu()
+        kept = a != 0
+        torch.testing.assert_close(a[kept], x[kept] * 2)
 
 
 def test_in_place_operators_write_the_buffer():
@@ -238,6 +275,24 @@ def test_scaled_dot_product_attention_with_nested_inputs():
     assert torch.ops.aten._fused_sdp_choice(*dev) == torch.ops.aten._fused_sdp_choice(*cpu)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_and_attention_fast_paths(norm_first):
+    # In inference, nn.MultiheadAttention and nn.TransformerEncoderLayer take
+    # nested inputs only through their fast paths (fused ATen operators).
+    cpu_layer = torch.nn.TransformerEncoderLayer(
+        8, 2, dim_feedforward=16, batch_first=True, norm_first=norm_first).eval()
+    layer = torch.nn.TransformerEncoderLayer(
+        8, 2, dim_feedforward=16, batch_first=True, norm_first=norm_first).to(DEVICE).eval()
+    layer.load_state_dict(cpu_layer.state_dict())
+    cpu, nt = pair([(3, 8), (5, 8)])
+    with torch.no_grad():
+        assert_nested_close(layer(nt), cpu_layer(cpu))
+        attention = layer.self_attn
+        got = attention(nt, nt, nt, need_weights=False)[0]
+        want = cpu_layer.self_attn(cpu, cpu, cpu, need_weights=False)[0]
+        assert_nested_close(got, want)
+
+
 # --- Autograd -----------------------------------------------------------------
 
 def test_gradients_through_elementwise_operators_and_to_padded_tensor():
@@ -262,6 +317,15 @@ def test_an_operator_without_nested_support_raises_the_cpus_error():
         torch.cumsum(cpu, 1)
     with pytest.raises(NotImplementedError, match="Could not run 'aten::cumsum' with arguments from the 'NestedTensoraccinte' backend"):
         torch.cumsum(nt, 1)
+
+
+def test_reductions_without_nested_kernels_raise_as_on_the_cpu():
+    cpu, nt = pair(SHAPES)
+    for op, name in ((lambda t: t.max(-1), "max.dim"), (lambda t: t.mean(-1, keepdim=True), "mean.dim")):
+        with pytest.raises(NotImplementedError, match=f"'aten::{name}' with arguments from the 'NestedTensorCPU'"):
+            op(cpu)
+        with pytest.raises(NotImplementedError, match=f"'aten::{name}' with arguments from the 'NestedTensoraccinte'"):
+            op(nt)
 
 
 def test_mixing_a_device_nested_tensor_with_a_host_one_is_refused():

@@ -355,14 +355,19 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
 // NB: where CPU and CUDA have kernels of their own, accinte takes the CPU's
 // when it is device-generic too (bmm: one dense `mm_out` per component),
 // writes its own on the dense accinte kernels (layer norm), asks its own
-// device (the attention choice), or runs the CPU's kernel on host copies
-// (the sum over the last dimension, which CUDA does not have at all).
+// device (the attention choice), or runs the CPU's kernel on host copies:
+// the sum over the last dimension (which CUDA does not have at all), and
+// the fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer in
+// inference, whose kernels call the CPU's kernels directly (not through the
+// dispatcher) and so cannot run on device memory.
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("bmm", TORCH_FN(at::native::bmm_nested));
   m.impl("native_layer_norm", TORCH_FN(nestedLayerNorm));
   m.impl("native_layer_norm_backward", TORCH_FN(nestedLayerNormBackward));
   m.impl("_fused_sdp_choice", TORCH_FN(nestedSdpChoice));
-  for (const char* name : {"sum.dim_IntList", "_nested_sum_backward"}) {
+  for (const char* name :
+       {"sum.dim_IntList", "_nested_sum_backward",
+        "_native_multi_head_attention", "_transformer_encoder_layer_fwd"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&nestedCpuRoute>());
   }
 }
