@@ -336,6 +336,11 @@ def test_mixing_a_device_nested_tensor_with_a_host_one_is_refused():
             op(nt, other)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.nn.functional.linear(nt, torch.randn(5, 3))
+    # The operators that run through the CPU check before they copy: the
+    # copies would otherwise put both on the host and compute silently.
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
+                       "but found at least two devices, cpu and accinte:0"):
+        torch.ops.aten._nested_sum_backward(cpu, nt, [-1], True)
 
 
 @pytest.mark.parametrize("device", ["cpu", DEVICE])
