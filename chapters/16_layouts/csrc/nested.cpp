@@ -27,6 +27,7 @@
 #include <ATen/ops/_softmax_backward_data_native.h>
 #include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
 #include <ATen/ops/alias_native.h>
@@ -141,8 +142,9 @@ void nestedCpuRoute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
  * dimensions are regular and last, so the buffer, seen as `[M, N]` rows,
  * is normalized row by row by the dense accinte kernel.
  *
- * NB: PyTorch's nested kernel calls the layer-norm DispatchStub for the CPU
- * unless the buffer is CUDA's, which would read accinte memory on the host.
+ * NB: PyTorch's nested kernel calls the layer-norm DispatchStub for the
+ * buffer's device type, in which accinte has no kernel (chapter 09's layer
+ * norm is an operator kernel): it fails on an internal assert.
  */
 std::tuple<Tensor, Tensor, Tensor> nestedLayerNorm(
     const Tensor& input, at::IntArrayRef normalized_shape,
@@ -289,7 +291,6 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("squeeze.dims",
          TORCH_FN(static_cast<SqueezeDims>(squeeze_dim_nested)));
   m.impl("unsqueeze", TORCH_FN(unsqueeze_nested));
-  m.impl("to_padded_tensor", TORCH_FN(NestedTensor_to_padded_tensor_generic));
   // Elementwise.
   m.impl("add.Tensor", TORCH_FN(NestedTensor_add_Tensor));
   m.impl("add_.Tensor", TORCH_FN(NestedTensor_add__Tensor));
@@ -348,26 +349,30 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("matmul.out", TORCH_FN(matmul_out_nested));
   m.impl("matmul_backward", TORCH_FN(matmul_backward_nested));
   m.impl("embedding", TORCH_FN(NestedTensor_embedding));
+  m.impl("_transformer_encoder_layer_fwd",
+         TORCH_FN(transformer_encoder_layer_forward));
 }
 // LITERALINCLUDE END: CH16_NESTED_GENERIC_KERNELS
 
 // LITERALINCLUDE START: CH16_NESTED_OWN_KERNELS
 // NB: where CPU and CUDA have kernels of their own, accinte takes the CPU's
-// when it is device-generic too (bmm: one dense `mm_out` per component),
+// when it is device-generic too (bmm: one dense `mm_out` per component;
+// padding: dense `constant_pad_nd` and `stack` on the components),
 // writes its own on the dense accinte kernels (layer norm), asks its own
 // device (the attention choice), or runs the CPU's kernel on host copies:
 // the sum over the last dimension (which CUDA does not have at all), and
-// the fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer in
-// inference, whose kernels call the CPU's kernels directly (not through the
-// dispatcher) and so cannot run on device memory.
+// the attention of nn.MultiheadAttention's inference fast path (also inside
+// nn.TransformerEncoderLayer's), whose CPU kernel is made of CPU kernels
+// (`_transform_bias_rescale_qkv`, a fused softmax) that read host memory.
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("bmm", TORCH_FN(at::native::bmm_nested));
+  m.impl("to_padded_tensor",
+         TORCH_FN(at::native::NestedTensor_to_padded_tensor_generic));
   m.impl("native_layer_norm", TORCH_FN(nestedLayerNorm));
   m.impl("native_layer_norm_backward", TORCH_FN(nestedLayerNormBackward));
   m.impl("_fused_sdp_choice", TORCH_FN(nestedSdpChoice));
-  for (const char* name :
-       {"sum.dim_IntList", "_nested_sum_backward",
-        "_native_multi_head_attention", "_transformer_encoder_layer_fwd"}) {
+  for (const char* name : {"sum.dim_IntList", "_nested_sum_backward",
+                           "_native_multi_head_attention"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&nestedCpuRoute>());
   }
 }
