@@ -4,6 +4,7 @@
 // the host, and the kernels that compute run ATen's CPU routines on the
 // device memory inside launches on the current stream.
 
+#include <01_minimal_ops/csrc/capability.h>
 #include <01_minimal_ops/csrc/kernel.h>
 #include <01_minimal_ops/csrc/runtime.h>
 #include <01_minimal_ops/csrc/storage.h>
@@ -347,9 +348,10 @@ at::Tensor integersOf(const at::Tensor& q) {
 }
 
 at::Tensor int_repr(const at::Tensor& self) {
-  TORCH_CHECK(elementsPerByte(self.scalar_type()) == 1, "accinte: int_repr of ",
-              self.scalar_type(),
-              " is not supported; move the tensor to the CPU first");
+  if (elementsPerByte(self.scalar_type()) > 1) {
+    // NB: the CPU's own shape rule for packed elements, on a host copy.
+    return self.cpu().int_repr().to(self.device());
+  }
   const c10::DeviceGuard guard(self.device());
   at::Tensor result = at::empty(self.sizes(),
                                 at::TensorOptions()
@@ -396,8 +398,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
                 "Quantized copy only works with contiguous and NHWC Tensors");
     TORCH_CHECK(dst.sizes().equals(self.sizes()),
                 "Quantized copy only works with Tensors with the same shape");
-    TORCH_CHECK(dst.is_privateuseone(), "accinte: cannot quantize into ",
-                dst.device(), " here");
+    if (dst.is_cpu()) {
+      return dst.copy_(self.cpu()); // the CPU quantizes into its tensor
+    }
     if (dst.numel() > 0) {
       launchQuantize(self.to(dst.device()), dst);
     }
@@ -523,6 +526,18 @@ at::Tensor empty_unknown_quantized(c10::IntArrayRef size,
                     at::make_unknown_quantizer(*dtype),
                     format.value_or(c10::MemoryFormat::Contiguous));
 }
+
+// LITERALINCLUDE START: CH16_QUANTIZED_CAPABILITY
+// NB: each quantized dtype now quantizes from float, dequantizes and
+// round-trips on the device, so the device reports it.
+struct AddQuantizedCapability {
+  AddQuantizedCapability() {
+    addCapabilityDtypes({c10::ScalarType::QInt8, c10::ScalarType::QUInt8,
+                         c10::ScalarType::QInt32, c10::ScalarType::QUInt4x2,
+                         c10::ScalarType::QUInt2x4});
+  }
+} add_quantized_capability;
+// LITERALINCLUDE END: CH16_QUANTIZED_CAPABILITY
 
 /** Every other operator on a quantized accinte tensor: chapter 02's CPU
  * fallback, run with the CPU's quantized kernels. */
