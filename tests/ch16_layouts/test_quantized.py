@@ -345,3 +345,20 @@ def test_a_float_copied_into_a_host_quantized_tensor_from_the_device():
     expected.copy_(x)
     actual.copy_(x.to(DEVICE))
     assert torch.equal(actual.int_repr(), expected.int_repr())
+
+
+def test_per_channel_qparams_on_the_device_are_kept_on_the_host():
+    scales = torch.tensor([0.1, 0.2, 0.3], device=DEVICE)
+    zero_points = torch.tensor([0, 1, 2], device=DEVICE)
+    made = torch._empty_per_channel_affine_quantized([2, 3], scales=scales, zero_points=zero_points, axis=1,
+                                                     dtype=torch.qint8, device=DEVICE)
+    assert made.device.type == DEVICE and made.q_per_channel_scales().device.type == "cpu"
+    # A factory's device defaults to the CPU, whatever its tensor arguments.
+    host = torch._empty_per_channel_affine_quantized([2, 3], scales=scales, zero_points=zero_points, axis=1,
+                                                     dtype=torch.qint8)
+    assert host.device.type == "cpu" and host.q_per_channel_scales().device.type == "cpu"
+    x = values(2, 3)
+    expected = torch.quantize_per_channel(x, scales.cpu(), zero_points.cpu(), 1, torch.qint8)
+    target = made.clone()
+    target.copy_(expected.to(DEVICE))
+    assert_same_qtensor(target, expected)

@@ -131,7 +131,16 @@ class QuantizedKernelTensor {
         sizes_(qtensor.sizes().vec()),
         strides_(qtensor.strides().vec()),
         dtype_(qtensor.scalar_type()),
-        quantizer_(qtensor.quantizer()) {}
+        quantizer_(qtensor.quantizer()) {
+    if (const auto* channels =
+            dynamic_cast<const at::PerChannelAffineQuantizer*>(
+                quantizer_.get())) {
+      // NB: every kernel that makes a quantized accinte tensor takes its
+      // per-channel q-parameters to the host; the worker reads them there.
+      TORCH_INTERNAL_ASSERT(channels->scales().is_cpu() &&
+                            channels->zero_points().is_cpu());
+    }
+  }
 
   /** The memory as a quantized CPU tensor; valid only while the kernel
    * runs. */
@@ -363,6 +372,20 @@ at::Tensor int_repr(const at::Tensor& self) {
 }
 // LITERALINCLUDE END: CH16_QUANTIZED_INTEGERS
 
+/** `quantizer`, with its per-channel q-parameters on the host (a CPU
+ * tensor's quantizer may hold device tensors if it was made with them). */
+at::QuantizerPtr onHost(at::QuantizerPtr quantizer) {
+  const auto* channels =
+      dynamic_cast<const at::PerChannelAffineQuantizer*>(quantizer.get());
+  if (channels == nullptr ||
+      (channels->scales().is_cpu() && channels->zero_points().is_cpu())) {
+    return quantizer;
+  }
+  return at::make_per_channel_affine_quantizer(
+      channels->scales().cpu(), channels->zero_points().cpu(), channels->axis(),
+      channels->scalar_type());
+}
+
 /** Whether `q`'s quantizer is still unknown (an empty quantized tensor). */
 bool isUnknown(const at::Tensor& q) {
   return dynamic_cast<at::UnknownQuantizer*>(q.quantizer().get()) != nullptr;
@@ -413,7 +436,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
       isUnknown(dst) || isUnknown(src) || dst.qscheme() == src.qscheme(),
       "Quantized Copy only works with same qscheme");
   checkSameDtype(dst, src);
-  at::set_quantizer_(dst, src.quantizer()); // LITERALINCLUDE EMPHASIZE
+  at::set_quantizer_(dst, onHost(src.quantizer())); // LITERALINCLUDE EMPHASIZE
   integersOf(dst).copy_(integersOf(src), non_blocking);
   return dst;
 }
@@ -435,6 +458,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 /** The accinte device a factory function targets: explicit or current. */
 c10::Device resolveDevice(std::optional<c10::Device> device) {
+  TORCH_CHECK(!device.has_value() || device->type() == kAccinte,
+              "accinte: a quantized tensor with accinte q-parameters cannot "
+              "be made on ",
+              *device);
   const c10::DeviceIndex index = device.has_value() && device->has_index()
                                      ? device->index()
                                      : currentDevice();
@@ -476,6 +503,13 @@ at::Tensor empty_per_channel_affine_quantized(
     std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
     std::optional<c10::Device> device, std::optional<bool> pin_memory,
     std::optional<c10::MemoryFormat> format) {
+  if (device.has_value() && device->is_cpu()) {
+    // NB: chosen by q-parameters on accinte, for a tensor on the host: the
+    // CPU makes it, with host copies of them.
+    return at::_empty_per_channel_affine_quantized(
+        size, scales.cpu(), zero_points.cpu(), axis, dtype, layout, device,
+        pin_memory, format);
+  }
   TORCH_CHECK(!pin_memory.value_or(false),
               "accinte: only CPU tensors can be pinned (pin_memory=True)");
   at::detail::check_size_nonnegative(size);
