@@ -317,3 +317,48 @@ def test_mixing_a_quantized_accinte_tensor_with_a_cpu_one_raises():
         torch.equal(qa, q)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.quantize_per_tensor(values(6), torch.tensor(0.1, device=DEVICE), torch.tensor(0, device=DEVICE), torch.quint8)
+
+
+QUANTIZED_DTYPES = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_the_device_reports_the_quantized_dtypes_it_converts(index):
+    reported = set(torch.accelerator.get_device_capability(index)["supported_dtypes"])
+    assert QUANTIZED_DTYPES <= reported
+    # Each one is made from float on the device and comes back as the CPU's.
+    x = values(3, 8)
+    for dtype in sorted(QUANTIZED_DTYPES, key=str):
+        expected = torch.quantize_per_tensor(x, 0.25, 1, dtype)
+        actual = torch.quantize_per_tensor(x.to(f"accinte:{index}"), 0.25, 1, dtype)
+        assert actual.device == torch.device("accinte", index) and actual.dtype == dtype
+        back = actual.cpu()
+        torch.testing.assert_close(back.int_repr(), expected.int_repr(), rtol=0, atol=0)
+        torch.testing.assert_close(actual.int_repr().cpu(), expected.int_repr(), rtol=0, atol=0)
+        torch.testing.assert_close(actual.dequantize().cpu(), expected.dequantize(), rtol=0, atol=0)
+
+
+def test_a_float_copied_into_a_host_quantized_tensor_from_the_device():
+    x = values(2, 5)
+    expected = torch.quantize_per_tensor(torch.zeros(2, 5), 0.1, 3, torch.quint8)
+    actual = expected.clone()
+    expected.copy_(x)
+    actual.copy_(x.to(DEVICE))
+    assert torch.equal(actual.int_repr(), expected.int_repr())
+
+
+def test_per_channel_qparams_on_the_device_are_kept_on_the_host():
+    scales = torch.tensor([0.1, 0.2, 0.3], device=DEVICE)
+    zero_points = torch.tensor([0, 1, 2], device=DEVICE)
+    made = torch._empty_per_channel_affine_quantized([2, 3], scales=scales, zero_points=zero_points, axis=1,
+                                                     dtype=torch.qint8, device=DEVICE)
+    assert made.device.type == DEVICE and made.q_per_channel_scales().device.type == "cpu"
+    # A factory's device defaults to the CPU, whatever its tensor arguments.
+    host = torch._empty_per_channel_affine_quantized([2, 3], scales=scales, zero_points=zero_points, axis=1,
+                                                     dtype=torch.qint8)
+    assert host.device.type == "cpu" and host.q_per_channel_scales().device.type == "cpu"
+    x = values(2, 3)
+    expected = torch.quantize_per_channel(x, scales.cpu(), zero_points.cpu(), 1, torch.qint8)
+    target = made.clone()
+    target.copy_(expected.to(DEVICE))
+    assert_same_qtensor(target, expected)

@@ -1,3 +1,4 @@
+#include <01_minimal_ops/csrc/capability.h>
 #include <01_minimal_ops/csrc/exception.h>
 #include <01_minimal_ops/csrc/runtime.h>
 
@@ -5,8 +6,16 @@
 #include <c10/core/DeviceCapability.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <atomic>
+#include <cstdint>
+
 namespace accinte {
 namespace {
+
+// The capability bits later chapters added (addCapabilityDtypes).
+// NB: constant-initialized, so a later chapter's static initializer may add
+// to it before or after this file's run.
+std::atomic<uint64_t> added_capability_bits{0};
 
 constexpr c10::DeviceType kAccinte = c10::DeviceType::PrivateUse1;
 
@@ -71,7 +80,7 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
    * allocate and their bytes copy, but the CPU converts none of them, and
    * the capability promises conversion. Not the quantized dtypes either:
    * they need a quantizer and their own dispatch key, the layouts of
-   * chapter 16.
+   * chapter 16, which adds them with addCapabilityDtypes (capability.h).
    */
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
     // NB: an explicit index only, as synchronizeDevice: Python resolves
@@ -93,7 +102,8 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         (1ULL << c10::kIndex_Float8_e4m3fn) |
         (1ULL << c10::kIndex_Float8_e5m2fnuz) |
         (1ULL << c10::kIndex_Float8_e4m3fnuz) |
-        (1ULL << c10::kIndex_Float8_e8m0fnu);
+        (1ULL << c10::kIndex_Float8_e8m0fnu) |
+        added_capability_bits.load(); // LITERALINCLUDE EMPHASIZE
     return capability;
   }
   // LITERALINCLUDE END: CH01_GUARD_CAPABILITY
@@ -228,4 +238,24 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, AccinteGuardImpl);
 // LITERALINCLUDE END: CH01_GUARD_REGISTER
 
 } // namespace
+
+void addCapabilityDtypes(std::initializer_list<c10::ScalarType> dtypes) {
+  for (const c10::ScalarType dtype : dtypes) {
+    // NB: a dtype's bit is its place in the list the capability's bits are
+    // declared from (c10::ScalarTypeIndex), which is also the order in
+    // which a full capability visits its dtypes.
+    uint64_t bit = 0;
+    uint64_t position = 0;
+    c10::DeviceCapability().forEachSupportedScalarType(
+        [&](c10::ScalarType supported) {
+          if (supported == dtype) {
+            bit = 1ULL << position;
+          }
+          ++position;
+        });
+    TORCH_INTERNAL_ASSERT(bit != 0, "dtype ", dtype, " has no capability bit");
+    added_capability_bits.fetch_or(bit);
+  }
+}
+
 } // namespace accinte

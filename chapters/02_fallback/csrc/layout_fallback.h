@@ -20,7 +20,7 @@ class OperatorHandle;
 namespace accinte {
 
 /**
- * cpuFallback() (02_fallback/csrc/fallback.h), with the CPU kernel of
+ * The CPU fallback, cpuFallback(), with the CPU kernel of
  * `cpu_key` (a key of the CPU backend, such as `QuantizedCPU`) run on the
  * host copies, and the same checks and refusals.
  */

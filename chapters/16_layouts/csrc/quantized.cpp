@@ -4,6 +4,7 @@
 // the host, and the kernels that compute run ATen's CPU routines on the
 // device memory inside launches on the current stream.
 
+#include <01_minimal_ops/csrc/capability.h>
 #include <01_minimal_ops/csrc/kernel.h>
 #include <01_minimal_ops/csrc/runtime.h>
 #include <01_minimal_ops/csrc/storage.h>
@@ -130,7 +131,16 @@ class QuantizedKernelTensor {
         sizes_(qtensor.sizes().vec()),
         strides_(qtensor.strides().vec()),
         dtype_(qtensor.scalar_type()),
-        quantizer_(qtensor.quantizer()) {}
+        quantizer_(qtensor.quantizer()) {
+    if (const auto* channels =
+            dynamic_cast<const at::PerChannelAffineQuantizer*>(
+                quantizer_.get())) {
+      // NB: every kernel that makes a quantized accinte tensor takes its
+      // per-channel q-parameters to the host; the worker reads them there.
+      TORCH_INTERNAL_ASSERT(channels->scales().is_cpu() &&
+                            channels->zero_points().is_cpu());
+    }
+  }
 
   /** The memory as a quantized CPU tensor; valid only while the kernel
    * runs. */
@@ -347,9 +357,10 @@ at::Tensor integersOf(const at::Tensor& q) {
 }
 
 at::Tensor int_repr(const at::Tensor& self) {
-  TORCH_CHECK(elementsPerByte(self.scalar_type()) == 1, "accinte: int_repr of ",
-              self.scalar_type(),
-              " is not supported; move the tensor to the CPU first");
+  if (elementsPerByte(self.scalar_type()) > 1) {
+    // NB: the CPU's own shape rule for packed elements, on a host copy.
+    return self.cpu().int_repr().to(self.device());
+  }
   const c10::DeviceGuard guard(self.device());
   at::Tensor result = at::empty(self.sizes(),
                                 at::TensorOptions()
@@ -360,6 +371,20 @@ at::Tensor int_repr(const at::Tensor& self) {
   return result;
 }
 // LITERALINCLUDE END: CH16_QUANTIZED_INTEGERS
+
+/** `quantizer`, with its per-channel q-parameters on the host (a CPU
+ * tensor's quantizer may hold device tensors if it was made with them). */
+at::QuantizerPtr onHost(at::QuantizerPtr quantizer) {
+  const auto* channels =
+      dynamic_cast<const at::PerChannelAffineQuantizer*>(quantizer.get());
+  if (channels == nullptr ||
+      (channels->scales().is_cpu() && channels->zero_points().is_cpu())) {
+    return quantizer;
+  }
+  return at::make_per_channel_affine_quantizer(
+      channels->scales().cpu(), channels->zero_points().cpu(), channels->axis(),
+      channels->scalar_type());
+}
 
 /** Whether `q`'s quantizer is still unknown (an empty quantized tensor). */
 bool isUnknown(const at::Tensor& q) {
@@ -396,8 +421,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
                 "Quantized copy only works with contiguous and NHWC Tensors");
     TORCH_CHECK(dst.sizes().equals(self.sizes()),
                 "Quantized copy only works with Tensors with the same shape");
-    TORCH_CHECK(dst.is_privateuseone(), "accinte: cannot quantize into ",
-                dst.device(), " here");
+    if (dst.is_cpu()) {
+      return dst.copy_(self.cpu()); // the CPU quantizes into its tensor
+    }
     if (dst.numel() > 0) {
       launchQuantize(self.to(dst.device()), dst);
     }
@@ -410,7 +436,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
       isUnknown(dst) || isUnknown(src) || dst.qscheme() == src.qscheme(),
       "Quantized Copy only works with same qscheme");
   checkSameDtype(dst, src);
-  at::set_quantizer_(dst, src.quantizer()); // LITERALINCLUDE EMPHASIZE
+  at::set_quantizer_(dst, onHost(src.quantizer())); // LITERALINCLUDE EMPHASIZE
   integersOf(dst).copy_(integersOf(src), non_blocking);
   return dst;
 }
@@ -432,6 +458,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 /** The accinte device a factory function targets: explicit or current. */
 c10::Device resolveDevice(std::optional<c10::Device> device) {
+  TORCH_CHECK(!device.has_value() || device->type() == kAccinte,
+              "accinte: a quantized tensor with accinte q-parameters cannot "
+              "be made on ",
+              *device);
   const c10::DeviceIndex index = device.has_value() && device->has_index()
                                      ? device->index()
                                      : currentDevice();
@@ -473,6 +503,13 @@ at::Tensor empty_per_channel_affine_quantized(
     std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
     std::optional<c10::Device> device, std::optional<bool> pin_memory,
     std::optional<c10::MemoryFormat> format) {
+  if (device.has_value() && device->is_cpu()) {
+    // NB: chosen by q-parameters on accinte, for a tensor on the host: the
+    // CPU makes it, with host copies of them.
+    return at::_empty_per_channel_affine_quantized(
+        size, scales.cpu(), zero_points.cpu(), axis, dtype, layout, device,
+        pin_memory, format);
+  }
   TORCH_CHECK(!pin_memory.value_or(false),
               "accinte: only CPU tensors can be pinned (pin_memory=True)");
   at::detail::check_size_nonnegative(size);
@@ -523,6 +560,18 @@ at::Tensor empty_unknown_quantized(c10::IntArrayRef size,
                     at::make_unknown_quantizer(*dtype),
                     format.value_or(c10::MemoryFormat::Contiguous));
 }
+
+// LITERALINCLUDE START: CH16_QUANTIZED_CAPABILITY
+// NB: each quantized dtype now quantizes from float, dequantizes and
+// round-trips on the device, so the device reports it.
+struct AddQuantizedCapability {
+  AddQuantizedCapability() {
+    addCapabilityDtypes({c10::ScalarType::QInt8, c10::ScalarType::QUInt8,
+                         c10::ScalarType::QInt32, c10::ScalarType::QUInt4x2,
+                         c10::ScalarType::QUInt2x4});
+  }
+} add_quantized_capability;
+// LITERALINCLUDE END: CH16_QUANTIZED_CAPABILITY
 
 /** Every other operator on a quantized accinte tensor: chapter 02's CPU
  * fallback, run with the CPU's quantized kernels. */
