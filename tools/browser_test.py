@@ -137,7 +137,6 @@ MAX_PAGE_HEIGHT = 12000
 #: as stale: remove it.
 TALL_PAGES = {
     "docs/porting.html": "the porting page: split pending",
-    "docs/reliability.html": "the reliability page: split pending",
     "docs/api.html": "the C++ API reference: split pending (a page per chapter)",
     "docs/python_api.html": "the Python API reference: split pending (a page per chapter)",
 }
