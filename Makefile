@@ -32,7 +32,7 @@ chapter_tests = $(wildcard tests/ch$(1)_*)
 tests_up_to = $(foreach n,$(STAGES),$(if $(filter $(n),$(firstword $(sort $(n) $(1)))),$(call chapter_tests,$(n))))
 PYTEST := $(PYTHON) -m pytest -q
 # The long suites end with their slowest tests, which is where `make test`'s
-# time is won back (docs/reliability.md). NB: not test-stages, whose
+# time is won back (docs/reliability/test_time.md). NB: not test-stages, whose
 # output the chapter pages show.
 SLOWEST := --durations=15
 
@@ -311,8 +311,8 @@ TEST_STEPS := $(call one_after_another,$(BUILD_LANE)) \
               docs-check test-emulator test-emulator-sanitized fuzz docs-browser-test
 # The budgets `make test` reports against, in minutes: on a machine of the
 # project's kind (2 cores), from a clean clone, with ccache and pip's cache
-# empty (cold) or filled by an earlier run (warm). docs/reliability.md keeps
-# the last measurement of each.
+# empty (cold) or filled by an earlier run (warm).
+# docs/reliability/test_time.md keeps the last measurement of each.
 TEST_BUDGETS := cold=60 warm=30
 
 test: deps ## Everything CI runs (TEST_STEPS), with the seconds of each step at the end

@@ -136,11 +136,7 @@ MAX_PAGE_HEIGHT = 12000
 #: whose page is no longer too tall, or no longer exists, fails the test
 #: as stale: remove it.
 TALL_PAGES = {
-    "chapters/01_minimal_ops/README.html":
-        "chapter 01: split pending (the day-one pieces first, polish on pages of its own)",
-    "chapters/10_storage/README.html": "chapter 10: split pending",
     "docs/porting.html": "the porting page: split pending",
-    "docs/reliability.html": "the reliability page: split pending",
     "docs/api.html": "the C++ API reference: split pending (a page per chapter)",
     "docs/python_api.html": "the Python API reference: split pending (a page per chapter)",
 }

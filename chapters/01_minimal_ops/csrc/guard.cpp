@@ -108,6 +108,7 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   // LITERALINCLUDE END: CH01_GUARD_CAPABILITY
 
+  // LITERALINCLUDE START: CH01_GUARD_STREAMS
   c10::Stream getStream(c10::Device device) const override {
     return currentStream(indexOrCurrent(device));
   }
@@ -158,6 +159,7 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                              const c10::Stream& stream) const override {
     c10::getDeviceAllocator(kAccinte)->recordStream(data_ptr, stream);
   }
+  // LITERALINCLUDE END: CH01_GUARD_STREAMS
 
   // LITERALINCLUDE START: CH01_GUARD_EVENTS
   void record(void** event, const c10::Stream& stream,
@@ -192,6 +194,7 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   // LITERALINCLUDE END: CH01_GUARD_EVENTS
 
+  // LITERALINCLUDE START: CH01_GUARD_EVENT_QUERIES
   bool queryEvent(void* event) const override {
     if (event == nullptr) {
       return true;
@@ -231,6 +234,7 @@ struct AccinteGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       (void)accinteEventDestroy(asEvent(event));
     }
   }
+  // LITERALINCLUDE END: CH01_GUARD_EVENT_QUERIES
 };
 
 // LITERALINCLUDE START: CH01_GUARD_REGISTER
