@@ -111,10 +111,26 @@ def test_refused_operators_name_themselves():
 
 
 def test_view_operators_are_refused_not_copied():
-    # aten::_values has a schema that returns a view and no accinte kernel:
-    # the generic rule refuses it by its schema, with no list entry.
+    # An operator whose schema returns a view, with a CPU kernel and no
+    # accinte one: the generic rule refuses it by its schema, with no list
+    # entry, before anything is copied.
+    library = torch.library.Library("ch02_view_rule", "DEF")
+    try:
+        library.define("alias_of(Tensor(a) x) -> Tensor(a)")
+        library.impl("alias_of", torch.ops.aten.alias.default, "CPU")
+        x = torch.ones(2, device="accinte")
+        with pytest.raises(NotImplementedError,
+                           match=r"'ch02_view_rule::alias_of'.*returns a view"):
+            torch.ops.ch02_view_rule.alias_of(x)
+    finally:
+        library._destroy()
+
+
+def test_a_view_the_cpu_cannot_run_either_gets_the_cpus_error():
+    # aten::_values returns a view and has no dense CPU kernel (it is a
+    # sparse tensor's): the fallback lets the CPU raise its own error.
     x = torch.ones(2, device="accinte")
-    with pytest.raises(NotImplementedError, match=r"'aten::_values'.*returns a view"):
+    with pytest.raises(NotImplementedError, match=r"Could not run 'aten::_values'"):
         torch.ops.aten._values(x)
 
 

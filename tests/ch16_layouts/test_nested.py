@@ -339,7 +339,7 @@ def test_mixing_a_device_nested_tensor_with_a_host_one_is_refused():
     # The operators that run through the CPU check before they copy: the
     # copies would otherwise put both on the host and compute silently.
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
-                       "but found at least two devices, cpu and accinte:0"):
+                       "but found at least two devices, accinte:0 and cpu"):
         torch.ops.aten._nested_sum_backward(cpu, nt, [-1], True)
 
 

@@ -50,15 +50,20 @@ bool returnsView(const c10::FunctionSchema& schema) {
   return false;
 }
 
-/** The reason `op` is refused, or nullopt if the fallback may run it. */
-std::optional<std::string_view> refusal(const c10::OperatorHandle& op) {
+/** The reason `op` is refused, or nullopt if the fallback may run it with
+ * the CPU kernels of `cpu_key`. */
+std::optional<std::string_view> refusal(const c10::OperatorHandle& op,
+                                        c10::DispatchKey cpu_key) {
   const std::string& name = op.schema().name();
   for (const NativeOnly& entry : kNativeOnly) {
     if (entry.name == name) { // LITERALINCLUDE EMPHASIZE
       return entry.reason;
     }
   }
-  if (returnsView(op.schema())) { // LITERALINCLUDE EMPHASIZE
+  // NB: a view the CPU has no kernel for either (a sparse `view`) goes on,
+  // to the CPU's own "Could not run" error.
+  if (returnsView(op.schema()) && // LITERALINCLUDE EMPHASIZE
+      op.hasComputedKernelForDispatchKey(cpu_key)) {
     return "it returns a view of its input, and the fallback can only return "
            "a copy, so writes through one would not show in the other";
   }
@@ -271,6 +276,11 @@ bool isWritten(const c10::Argument& argument) {
 void checkNoPartialOverlap(const c10::OperatorHandle& op,
                            c10::ArrayRef<c10::IValue> arguments) {
   const auto& schema = op.schema().arguments();
+  // NB: only a strided tensor's elements are addressed through its strides;
+  // a sparse or nested tensor's parts are tensors of their own.
+  const auto strided = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_nested();
+  };
   // What the operator reads, with its place in a list (-1: alone).
   std::vector<std::pair<int64_t, at::Tensor>> read;
   for (size_t index = 0; index < arguments.size(); ++index) {
@@ -293,7 +303,8 @@ void checkNoPartialOverlap(const c10::OperatorHandle& op,
       for (const auto& [other, input] : read) {
         // NB: two lists pair element by element (`_foreach_*`); a tensor
         // alone meets every element of a list (`cat`'s inputs).
-        if (element < 0 || other < 0 || element == other) {
+        if ((element < 0 || other < 0 || element == other) && strided(out) &&
+            strided(input)) {
           at::assert_no_partial_overlap(out, input);
         }
       }
@@ -327,7 +338,7 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void cpuFallbackWithKey(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                         c10::DispatchKey cpu_key) {
-  if (const auto reason = refusal(op)) {
+  if (const auto reason = refusal(op, cpu_key)) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "accinte refuses to run '", op.schema().operator_name(),
         "' on the CPU fallback: ", *reason,

@@ -35,7 +35,8 @@ namespace accinte {
  * on the inputs' accinte device, on `stack`.
  *
  * Before anything is copied it refuses, with `NotImplementedError`, an
- * operator that returns a view or that nativeOnlyOperators() lists,
+ * operator that returns a view (one the CPU can run: the CPU's own error
+ * tells a view it cannot run) or that nativeOnlyOperators() lists,
  * and, with `RuntimeError`, arguments on two different accinte devices.
  */
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -4,9 +4,10 @@
  * @file
  * The CPU fallback for a layout's dispatch key.
  *
- * A layout other than the dense one (quantized tensors, chapter 16) has a
- * dispatch key of its own, whose operators the CPU runs under the CPU key
- * of the same layout (`QuantizedCPU`), not under `CPU`. This is the one
+ * A layout other than the dense one (chapter 16's sparse, quantized and
+ * nested tensors) has a dispatch key of its own, whose operators the CPU
+ * runs under the CPU key of the same layout (`SparseCPU`, `SparseCsrCPU`,
+ * `QuantizedCPU`, `NestedTensorCPU`), not under `CPU`. This is the one
  * extension the fallback needs for them: the CPU key to run.
  */
 

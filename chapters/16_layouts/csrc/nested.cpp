@@ -9,12 +9,11 @@
 // The jagged layout (`layout=torch.jagged`) needs nothing here: it is a
 // Python subclass whose operators run on its dense accinte tensors.
 
-#include <02_fallback/csrc/fallback.h>
+#include <02_fallback/csrc/layout_fallback.h>
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/nested/NestedTensorUtils.h>
 #include <ATen/ops/_nested_from_padded_and_nested_example_native.h>
 #include <ATen/ops/_nested_from_padded_native.h>
@@ -104,35 +103,14 @@ using at::Tensor;
 // LITERALINCLUDE START: CH16_NESTED_CPU_ROUTE
 /**
  * Runs a nested operator whose only kernel works on host memory through the
- * CPU: the arguments go to the host (a nested tensor as a nested tensor),
- * PyTorch's `NestedTensorCPU` kernel runs, and the results come back to the
- * arguments' accinte device.
- *
- * NB: `at::native::cpu_fallback` redispatches to the key it is given, which
- * chapter 02's fallback leaves at the dense `CPU`; a nested tensor needs
- * `NestedTensorCPU`, whose table holds the nested kernels. Like chapter 02,
- * it first refuses arguments on two devices: `cpu_fallback` would copy them
- * all to the host and silently compute.
+ * CPU: chapter 02's fallback with the `NestedTensorCPU` key, whose table
+ * holds the nested kernels. The arguments go to the host (a nested tensor
+ * as a nested tensor), PyTorch's kernel runs, and the results come back to
+ * the arguments' accinte device, after the same device checks as for a
+ * dense operator.
  */
 void nestedCpuRoute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  std::optional<c10::Device> device;
-  for (const c10::IValue& value :
-       torch::jit::last(*stack, schema.arguments().size())) {
-    forEachTensorOf(value, [&](int64_t /*element*/, const Tensor& tensor) {
-      if (!device.has_value()) {
-        device = tensor.device();
-      }
-      TORCH_CHECK(tensor.device() == *device,
-                  "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ",
-                  *device, " and ", tensor.device(),
-                  "! (when checking arguments of ", schema.operator_name(),
-                  ")");
-    });
-  }
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true,
-                           c10::DispatchKey::NestedTensorCPU);
+  cpuFallbackWithKey(op, stack, c10::DispatchKey::NestedTensorCPU);
 }
 // LITERALINCLUDE END: CH16_NESTED_CPU_ROUTE
 

@@ -12,11 +12,10 @@
 // coalescing, which sparse code calls most, is a kernel of its own here,
 // made of dense operators on the device.
 
-#include <02_fallback/csrc/fallback.h>
+#include <02_fallback/csrc/layout_fallback.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_dimI_native.h>
 #include <ATen/ops/_dimV_native.h>
@@ -67,104 +66,20 @@ namespace {
 
 using at::Tensor;
 
-// LITERALINCLUDE START: CH16_SPARSE_DEVICE_CHECK
-/**
- * The accinte device of a sparse operator's tensors, where its results
- * belong.
- *
- * Raises the error a CUDA kernel raises when the tensors are on two accinte
- * devices, or when a host tensor other than a 0-dim dense input (a scalar)
- * is mixed with accinte tensors. NB: without it, the fallback would copy
- * the accinte arguments to the host, meet the host argument there, and
- * compute an answer the CPU or CUDA would refuse.
- */
-std::optional<c10::Device> sparseCallDevice(const c10::OperatorHandle& op,
-                                            const torch::jit::Stack& stack) {
-  const auto& schema = op.schema().arguments();
-  const auto arguments = torch::jit::last(stack, schema.size());
-  std::optional<c10::Device> accinte;
-  std::optional<c10::Device> host;
-  for (size_t index = 0; index < arguments.size(); ++index) {
-    const bool written = isWritten(schema[index]);
-    forEachTensorOf(arguments[index], [&](int64_t, const Tensor& tensor) {
-      if (tensor.is_privateuseone()) {
-        TORCH_CHECK(!accinte.has_value() || *accinte == tensor.device(),
-                    "Expected all tensors to be on the same device, but "
-                    "found at least two devices, ",
-                    *accinte, " and ", tensor.device(),
-                    "! (when checking arguments of ",
-                    op.schema().operator_name(), ")");
-        accinte = tensor.device();
-      } else if (written || tensor.layout() != at::kStrided ||
-                 tensor.dim() > 0) {
-        host = tensor.device();
-      }
-    });
-  }
-  TORCH_CHECK(!accinte.has_value() || !host.has_value(),
-              "Expected all tensors to be on the same device, but found at "
-              "least two devices, ",
-              accinte.value_or(c10::Device(c10::kCPU)), " and ",
-              host.value_or(c10::Device(c10::kCPU)),
-              "! (when checking arguments of ", op.schema().operator_name(),
-              ")");
-  return accinte;
-}
-// LITERALINCLUDE END: CH16_SPARSE_DEVICE_CHECK
-
-/** True when `op` returns a view of an input (a non-writing alias). */
-bool returnsView(const c10::OperatorHandle& op) {
-  for (const c10::Argument& result : op.schema().returns()) {
-    const c10::AliasInfo* alias = result.alias_info();
-    if (alias != nullptr && !alias->isWrite()) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // LITERALINCLUDE START: CH16_SPARSE_FALLBACK_KERNEL
-/**
- * The CPU route for a sparse operator: copies the arguments to the host
- * (`Tensor.cpu()` moves a sparse tensor's indices and values), runs the
- * CPU's kernel for `cpu_key` (`SparseCPU` or `SparseCsrCPU`), and copies
- * the results back to `device`, sparse or dense as the CPU returned them.
- */
-void sparseCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                       c10::DispatchKey cpu_key) {
-  // NB: a view the CPU has no sparse kernel for either goes on, to the
-  // CPU's own "Could not run ... 'SparseCPU' backend" error.
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !returnsView(op) || !op.hasComputedKernelForDispatchKey(cpu_key),
-      "accinte refuses to run '", op.schema().operator_name(),
-      "' on the CPU fallback for sparse tensors: it returns a view of its "
-      "input, and the fallback can only return a copy. The backend must "
-      "register a kernel for it on the sparse dispatch key.");
-  const std::optional<c10::Device> device = sparseCallDevice(op, *stack);
-  // NB: `cpu_fallback` redispatches to the key it is given; its default,
-  // the dense CPU key, would hand a sparse tensor to a dense kernel.
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, cpu_key);
-  // NB: `cpu_fallback` puts the results on the device of the first tensor
-  // argument, which is the host when that is a 0-dim scalar.
-  const auto& returns = op.schema().returns();
-  const size_t first = stack->size() - returns.size();
-  for (size_t i = 0; device.has_value() && i < returns.size(); ++i) {
-    c10::IValue& value = (*stack)[first + i];
-    if (returns[i].alias_info() == nullptr && value.isTensor() &&
-        value.toTensor().defined() && value.toTensor().is_cpu()) {
-      value = value.toTensor().to(*device); // LITERALINCLUDE EMPHASIZE
-    }
-  }
-}
-
+// NB: chapter 02's fallback with the sparse layout's CPU key: the same
+// device checks and refusals, the arguments copied to the host as sparse
+// tensors (`Tensor.cpu()` moves the indices and values), the CPU's sparse
+// kernel, and the results moved back, sparse or dense as the CPU returned
+// them.
 void sparseCooFallback(const c10::OperatorHandle& op,
                        torch::jit::Stack* stack) {
-  sparseCpuFallback(op, stack, c10::DispatchKey::SparseCPU);
+  cpuFallbackWithKey(op, stack, c10::DispatchKey::SparseCPU);
 }
 
 void sparseCompressedFallback(const c10::OperatorHandle& op,
                               torch::jit::Stack* stack) {
-  sparseCpuFallback(op, stack, c10::DispatchKey::SparseCsrCPU);
+  cpuFallbackWithKey(op, stack, c10::DispatchKey::SparseCsrCPU);
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
