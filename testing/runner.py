@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -207,7 +208,7 @@ def main(argv=None):
     parser.add_argument("--out", default="build/upstream-tests", help="where the JUnit files and logs go")
     parser.add_argument("--expectations", help="another expected-failure list than the shipped one")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per file and device")
-    parser.add_argument("--pytest-args", default="", help="extra pytest arguments, one string")
+    parser.add_argument("--pytest-args", default="", help="extra pytest arguments, one string split as a shell would")
     args = parser.parse_args(argv)
 
     if not args.pytorch_src:
@@ -232,7 +233,7 @@ def main(argv=None):
         results, seconds, crashed = {}, {}, []
         for device in ("cpu", args.device):
             xml, seconds[device], code = run_file(test_dir, file, device, out_dir, args.timeout,
-                                                  extra_env, args.pytest_args.split())
+                                                  extra_env, shlex.split(args.pytest_args))
             results[device] = read_junit(xml, device) if xml else {}
             if xml is None or code not in (0, 1):
                 crashed.append(f"{device}: exit {code}")

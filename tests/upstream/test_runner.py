@@ -181,3 +181,22 @@ def test_the_device_test_base_instantiates_accinte_once_with_its_list(tmp_path):
                              "test_fixed_accinte", "test_leaves_async_error_accinte",
                              "test_ok_accinte", "test_z_runs_next_accinte"]
     assert DEVICE_TEST_BASE.endswith("device_test_base.py")
+
+
+def test_pytest_arguments_are_split_as_a_shell_would(tmp_path):
+    # A -k expression has blanks: split on blanks alone, pytest would read
+    # "or" as a file to run, and no test of the file would run.
+    (tmp_path / "src" / "test").mkdir(parents=True)
+    (tmp_path / "src" / "test" / "test_probe.py").write_text(PROBE)
+    (tmp_path / "none.json").write_text(json.dumps({"entries": []}))
+    result = subprocess.run(
+        [hermetic_python(), "-m", "torch_accinte.testing", "--pytorch-src", str(tmp_path / "src"),
+         "--files", "test_probe.py", "--expectations", str(tmp_path / "none.json"),
+         "--out", str(tmp_path / "out"), "--pytest-args", "-k 'test_ok or test_z_runs_next'"],
+        capture_output=True, text=True, timeout=300)
+    for device in ("cpu", "accinte"):
+        names = [case.get("name") for case in
+                 __import__("xml.etree.ElementTree").etree.ElementTree.parse(
+                     tmp_path / "out" / f"test_probe.{device}.xml").getroot().iter("testcase")]
+        assert sorted(names) == [f"test_ok_{device}", f"test_z_runs_next_{device}"], \
+            result.stdout + result.stderr

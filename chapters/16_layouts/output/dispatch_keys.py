@@ -26,4 +26,4 @@ tensors = {
 }
 for name, tensor in tensors.items():
     keys = str(torch._C._dispatch_keys(tensor))
-    print(f"{name:17} {str(tensor.layout):14} {str(tensor.dtype):14} {keys}")
+    print(f"{name:17} {str(tensor.layout):17} {str(tensor.dtype):14} {keys}")
