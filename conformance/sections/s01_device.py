@@ -110,8 +110,9 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
 def device_capability_lists_working_dtypes(ctx):
     """``torch.accelerator.get_device_capability`` names the dtypes of each
     device, and each works: CPU -> device -> CPU gives the same bytes, and a
-    conversion on the device to any other reported dtype gives the CPU's.
-    A bad index raises."""
+    conversion on the device to any other reported dtype gives the CPU's; a
+    quantized dtype, made by quantizing, keeps its integers both ways and
+    quantizes on the device as on the CPU. A bad index raises."""
     count = torch.accelerator.device_count()
     reported = None
     for index in range(count):
@@ -125,18 +126,46 @@ def device_capability_lists_working_dtypes(ctx):
         reported = dtypes
     assert torch.accelerator.get_device_capability()["supported_dtypes"] == reported
     assert torch.float32 in reported, "float32 is not reported"
-    dtypes = sorted(reported, key=str)
+    dtypes = sorted(reported - _QUANTIZED, key=str)
     with warnings.catch_warnings():
         # NB: PyTorch warns on every complex32 tensor it makes, and on each
         # complex to real conversion, which the capability promises too.
         warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
         warnings.filterwarnings("ignore", "Casting complex values to real")
         _round_trips_and_conversions(ctx, dtypes)
+        # NB: 2.13 warns that quantized tensor creation is deprecated.
+        warnings.filterwarnings("ignore", "torch.quantize_per_tensor")
+        _quantized_round_trips(ctx, sorted(reported & _QUANTIZED, key=str))
     try:
         torch.accelerator.get_device_capability(count)
     except (RuntimeError, ValueError, AssertionError):
         return
     raise AssertionError(f"get_device_capability({count}) (of {count}) did not raise")
+
+
+#: The quantized dtypes: a tensor of one is made by quantizing, with a
+#: scale and a zero point, never by a conversion (chapter 16's layouts).
+_QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2,
+                        torch.quint2x4})
+
+
+def _quantized_round_trips(ctx, dtypes):
+    """Each quantized dtype of ``dtypes``: a CPU tensor quantized to it goes
+    to the device and back with the same integers and parameters, and
+    quantizing on the device gives the CPU's integers."""
+    values = torch.tensor([0.0, 0.5, 1.0, 2.0, 3.25, 7.0, 16.0, 100.0])
+    for dtype in dtypes:
+        expected = torch.quantize_per_tensor(values, 0.5, 1, dtype)
+        moved = to_device(ctx, expected)
+        assert moved.is_quantized and moved.dtype == dtype, f"a {dtype} tensor arrives as {moved.dtype}"
+        back = moved.cpu()
+        assert torch.equal(back.int_repr(), expected.int_repr()), (
+            f"a {dtype} round trip changes the integers")
+        assert (back.q_scale(), back.q_zero_point()) == (0.5, 1), (
+            f"a {dtype} round trip changes the scale or zero point")
+        quantized = torch.quantize_per_tensor(to_device(ctx, values), 0.5, 1, dtype)
+        assert torch.equal(quantized.cpu().int_repr(), expected.int_repr()), (
+            f"quantizing to {dtype} on the device differs from the CPU")
 
 
 def _round_trips_and_conversions(ctx, dtypes):
