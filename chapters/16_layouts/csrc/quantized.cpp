@@ -214,7 +214,8 @@ at::Tensor probeFor(const at::Tensor& self, int64_t keep = -1) {
 // LITERALINCLUDE END: CH16_QUANTIZED_PROBE
 
 /** The memory format the CPU gives the result of quantizing `values` with
- * `quantizer` (float q-params: always contiguous). */
+ * `quantizer`, and of dequantizing a quantized `values` (float q-params:
+ * always contiguous). */
 c10::MemoryFormat quantizedFormat(const at::Tensor& values,
                                   const at::QuantizerPtr& quantizer) {
   return quantizer->qscheme() == c10::kPerChannelAffineFloatQParams
@@ -302,10 +303,7 @@ at::Tensor quantize_per_channel(const at::Tensor& self,
 
 // LITERALINCLUDE START: CH16_QUANTIZED_DEQUANTIZE
 at::Tensor dequantize(const at::Tensor& self) {
-  const c10::MemoryFormat format =
-      self.qscheme() == c10::kPerChannelAffineFloatQParams
-          ? c10::MemoryFormat::Contiguous
-          : self.suggest_memory_format();
+  const c10::MemoryFormat format = quantizedFormat(self, self.quantizer());
   const c10::DeviceGuard guard(self.device());
   at::Tensor result = at::empty(
       self.sizes(), at::TensorOptions().dtype(at::kFloat).device(self.device()),
@@ -456,6 +454,13 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, /*non_blocking=*/false);
 }
 
+/** A factory function's `pin_memory`: only host memory is pinned, as
+ * chapter 01's factories say. */
+void checkNotPinned(std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "accinte: only CPU tensors can be pinned (pin_memory=True)");
+}
+
 /** The accinte device a factory function targets: explicit or current. */
 c10::Device resolveDevice(std::optional<c10::Device> device) {
   TORCH_CHECK(!device.has_value() || device->type() == kAccinte,
@@ -485,8 +490,7 @@ at::Tensor empty_affine_quantized(c10::IntArrayRef size,
                                   std::optional<bool> pin_memory, double scale,
                                   int64_t zero_point,
                                   std::optional<c10::MemoryFormat> format) {
-  TORCH_CHECK(!pin_memory.value_or(false),
-              "accinte: only CPU tensors can be pinned (pin_memory=True)");
+  checkNotPinned(pin_memory);
   at::detail::check_size_nonnegative(size);
   // The CPU's checks and quantizer, on a tensor with no elements.
   const at::Tensor probe =
@@ -510,8 +514,7 @@ at::Tensor empty_per_channel_affine_quantized(
         size, scales.cpu(), zero_points.cpu(), axis, dtype, layout, device,
         pin_memory, format);
   }
-  TORCH_CHECK(!pin_memory.value_or(false),
-              "accinte: only CPU tensors can be pinned (pin_memory=True)");
+  checkNotPinned(pin_memory);
   at::detail::check_size_nonnegative(size);
   const c10::Device target = resolveDevice(device);
   const char* op = "aten::_empty_per_channel_affine_quantized";
@@ -552,8 +555,7 @@ at::Tensor empty_unknown_quantized(c10::IntArrayRef size,
                                    std::optional<c10::Device> device,
                                    std::optional<bool> pin_memory,
                                    std::optional<c10::MemoryFormat> format) {
-  TORCH_CHECK(!pin_memory.value_or(false),
-              "accinte: only CPU tensors can be pinned (pin_memory=True)");
+  checkNotPinned(pin_memory);
   TORCH_CHECK(dtype.has_value(),
               "Must provide data type for Tensor creation functions.");
   return newQTensor(size, resolveDevice(device), *dtype,
